@@ -1,0 +1,3 @@
+from rlightning_cli.main import main
+
+main()

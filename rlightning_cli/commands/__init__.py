@@ -1,0 +1,15 @@
+"""Core subcommands, one module each."""
+
+from __future__ import annotations
+
+import click
+
+
+def register_core_commands(cli: click.Group) -> None:
+    """Attach the core commands to ``cli`` (idempotent)."""
+    from rlightning_cli.commands.config_cmd import config_group
+    from rlightning_cli.commands.list_plugins import list_plugins
+
+    for command in (list_plugins, config_group):
+        if command.name not in cli.commands:
+            cli.add_command(command)

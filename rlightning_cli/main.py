@@ -1,0 +1,87 @@
+"""The root ``rlightning`` group, plugin-provided commands, and the error boundary that maps failures to
+exit codes: 0 success, 2 user error (bad config, unknown plugin, bad arguments), 1 unexpected failure.
+
+Nothing imported here may pull in torch or ray: ``--help``, ``list-plugins`` and ``config validate`` must stay
+fast. Commands that train import the runtime inside their bodies.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from collections.abc import Sequence
+
+import click
+
+from rlightning_core._version import PLUGIN_API_VERSION, __version__
+from rlightning_core.errors import PluginLoadError, UserError
+
+
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from rlightning_core.plugins import get_plugins
+
+    click.echo(f"rlightning {__version__} (plugin API {PLUGIN_API_VERSION}, Python {sys.version.split()[0]})")
+    for p in get_plugins().plugins:
+        state = "" if p.status == "loaded" else f" [{p.status}]"
+        click.echo(f"  {p.name}: {p.distribution} {p.version}{state}")
+    ctx.exit(0)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the version and the loaded plugins, then exit.")
+def cli() -> None:
+    """rlightning: reinforcement learning where every moving part is a plugin.
+
+    Train with `rlightning train CONFIG`, see what is installed with `rlightning list-plugins`,
+    check a config with `rlightning config validate CONFIG`.
+    """
+
+
+def build_cli() -> click.Group:
+    """The root group with core commands and every plugin's ``register_commands`` additions."""
+    from rlightning_cli.commands import register_core_commands
+
+    register_core_commands(cli)
+    try:
+        from rlightning_core.plugins import get_plugins
+
+        plugins = get_plugins()
+    except PluginLoadError:
+        return cli  # reported when a command needs the plugins
+
+    def report(plugin: str, exc: BaseException) -> None:
+        click.echo(f"warning: plugin {plugin!r} failed to add its commands: {exc}", err=True)
+
+    plugins.call_each("register_commands", on_error=report, cli=cli)
+    return cli
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point."""
+    try:
+        group = build_cli()
+        rv = group.main(args=list(argv) if argv is not None else None, prog_name="rlightning",
+                        standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:  # bad arguments: click's own message, exit 2
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(130)
+    except (UserError, PluginLoadError) as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        click.echo("Interrupted.", err=True)
+        sys.exit(130)
+    except Exception:
+        traceback.print_exc()
+        click.echo("\nrlightning hit an unexpected error (a bug, or a plugin's); the traceback is above.",
+                   err=True)
+        sys.exit(1)
+    sys.exit(rv if isinstance(rv, int) else 0)

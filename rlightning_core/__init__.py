@@ -1,0 +1,77 @@
+"""rlightning's core: the plugin contract, the config schema and the runtime that assembles a run.
+
+Importing this package is cheap (no torch, no ray): runtime pieces that need them load on first access.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from rlightning_core._version import PLUGIN_API_VERSION, __version__
+from rlightning_core.config import (
+    BufferConfig,
+    CheckpointConfig,
+    ClusterConfig,
+    ComponentConfig,
+    EngineConfig,
+    EnvConfig,
+    LoggerConfig,
+    LoggingConfig,
+    MainConfig,
+    PolicyConfig,
+    PreprocessorConfig,
+    load_config,
+    load_config_dict,
+)
+from rlightning_core.errors import (
+    ConfigError,
+    DuplicateComponentError,
+    PluginLoadError,
+    RlightningError,
+    UnknownComponentError,
+    UserError,
+)
+from rlightning_core.hookspecs import hookimpl
+from rlightning_core.plugins import get_plugins, load_plugins, reset_plugins
+
+# Heavy runtime API (torch / gymnasium), imported on first attribute access.
+_LAZY: dict[str, str] = {}
+
+__all__ = [
+    "PLUGIN_API_VERSION",
+    "BufferConfig",
+    "CheckpointConfig",
+    "ClusterConfig",
+    "ComponentConfig",
+    "ConfigError",
+    "DuplicateComponentError",
+    "EngineConfig",
+    "EnvConfig",
+    "LoggerConfig",
+    "LoggingConfig",
+    "MainConfig",
+    "PluginLoadError",
+    "PolicyConfig",
+    "PreprocessorConfig",
+    "RlightningError",
+    "UnknownComponentError",
+    "UserError",
+    "__version__",
+    "get_plugins",
+    "hookimpl",
+    "load_config",
+    "load_config_dict",
+    "load_plugins",
+    "reset_plugins",
+    *sorted(_LAZY),
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rlightning_core' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

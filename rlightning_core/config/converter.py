@@ -1,0 +1,232 @@
+"""The one strict cattrs converter, and the rendering of its errors as dotted-path lines.
+
+Strict means: no silent coercion (``"0.1"`` is not a float, ``1`` is not a bool), unknown keys are errors,
+and every problem in a document is reported, not just the first.
+"""
+
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import attrs
+import cattrs
+from cattrs.errors import (
+    AttributeValidationNote,
+    ClassValidationError,
+    ForbiddenExtraKeysError,
+    IterableValidationError,
+    IterableValidationNote,
+)
+
+__all__ = ["OverrideValue", "converter", "structure", "unstructure"]
+
+T = TypeVar("T")
+
+
+@attrs.frozen
+class OverrideValue:
+    """A ``key=value`` override before the schema types it: ``text`` for str fields, ``value`` otherwise."""
+
+    text: str
+    value: Any
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list | tuple):
+        return "a list"
+    return repr(value)
+
+
+def _strict(kind: type, accepts: tuple[type, ...], name: str) -> Any:
+    def hook(value: Any, _type: Any) -> Any:
+        if isinstance(value, bool) and kind is not bool:
+            raise TypeError(f"expected {name}, got {value!r}")
+        if not isinstance(value, accepts):
+            raise TypeError(f"expected {name}, got {_describe(value)}")
+        return kind(value)
+
+    return hook
+
+
+def _strict_int(value: Any, _type: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"expected int, got {_describe(value)}")
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise TypeError(f"expected int, got {value!r}")
+        return int(value)  # `total_steps: 1e6` is an int written as a float
+    return value
+
+
+class _ValidatorsOff:
+    """Turn attrs validators off for one construction, restoring the previous setting (nesting-safe)."""
+
+    def __enter__(self) -> None:
+        self._was = attrs.validators.get_disabled()
+        attrs.validators.set_disabled(True)
+
+    def __exit__(self, *exc: object) -> None:
+        attrs.validators.set_disabled(self._was)
+
+
+def _noted(exc: Exception, cls: type, name: str, type_: Any) -> Exception:
+    exc.add_note(AttributeValidationNote(f"Structuring class {cls.__qualname__} @ attribute {name}", name, type_))
+    return exc
+
+
+def _attrs_hook_factory(cls: type) -> Any:
+    """Structure an attrs class reporting every problem at once: unknown and missing keys, wrong types, and
+    failed validators (which run on each field as soon as it is structured)."""
+    fields = attrs.fields(attrs.resolve_types(cls))
+    names = {f.name for f in fields}
+
+    def hook(data: Any, _type: Any) -> Any:
+        if attrs.has(type(data)) and isinstance(data, cls):
+            return data
+        if not isinstance(data, Mapping):
+            raise TypeError(f"expected a mapping, got {_describe(data)}")
+        errors: list[Exception] = []
+        extra = {k for k in data if k not in names}
+        if extra:
+            errors.append(ForbiddenExtraKeysError(f"Extra fields in constructor for {cls.__name__}", cls, extra))
+        values: dict[str, Any] = {}
+        for f in fields:
+            if f.name not in data:
+                if f.default is attrs.NOTHING:
+                    errors.append(_noted(KeyError(f.name), cls, f.name, f.type))
+                continue
+            try:
+                values[f.name] = converter.structure(data[f.name], f.type)
+            except Exception as exc:
+                errors.append(_noted(exc, cls, f.name, f.type))
+        if not errors:
+            with _ValidatorsOff():
+                try:
+                    obj = cls(**{(f.alias or f.name): values[f.name] for f in fields if f.name in values})
+                except (TypeError, ValueError) as exc:  # __attrs_post_init__ cross-field checks
+                    raise ClassValidationError(f"While structuring {cls.__name__}", [exc], cls) from None
+            target: Any = obj
+        else:
+            obj, target = None, types.SimpleNamespace(**values)
+        if not attrs.validators.get_disabled():
+            for f in fields:
+                if f.validator is not None and f.name in values:
+                    try:
+                        f.validator(target, f, values[f.name])
+                    except (TypeError, ValueError) as exc:
+                        errors.append(_noted(exc, cls, f.name, f.type))
+        if errors:
+            raise ClassValidationError(f"While structuring {cls.__name__}", errors, cls)
+        return obj
+
+    return hook
+
+
+def _make_converter() -> cattrs.Converter:
+    conv = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
+    conv.register_structure_hook(int, _strict_int)
+    conv.register_structure_hook(float, _strict(float, (int, float), "float"))
+    conv.register_structure_hook(bool, _strict(bool, (bool,), "bool (true or false)"))
+    conv.register_structure_hook(str, _strict(str, (str,), "str"))
+    conv.register_structure_hook_factory(attrs.has, _attrs_hook_factory)
+    return conv
+
+
+converter = _make_converter()
+
+
+def structure(data: Any, cls: type[T]) -> T:
+    """Structure ``data`` into ``cls`` with the strict converter, validators included."""
+    return converter.structure(data, cls)
+
+
+def unstructure(obj: Any) -> Any:
+    """Plain dicts/lists of ``obj`` (for YAML output and hashing)."""
+    return converter.unstructure(obj)
+
+
+def join(path: str, key: str | int) -> str:
+    """``policy`` + ``lr`` -> ``policy.lr``; ``env`` + 0 -> ``env[0]``."""
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else str(key)
+
+
+def _message(exc: BaseException) -> str:
+    text = str(exc).strip()
+    if isinstance(exc, TypeError | ValueError) and text:
+        return text
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def collect_errors(exc: BaseException, path: str, out: list[str]) -> None:
+    """Flatten a cattrs error tree into ``"dotted.path: problem"`` lines appended to ``out``."""
+    if isinstance(exc, ForbiddenExtraKeysError):
+        fields = [f.name for f in attrs.fields(exc.cl)] if exc.cl is not None and attrs.has(exc.cl) else []
+        for key in sorted(exc.extra_fields):
+            close = difflib.get_close_matches(key, fields, n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            allowed = f"; allowed keys: {', '.join(fields)}" if fields else ""
+            out.append(f"{join(path, key)}: unknown key{hint}{allowed}")
+        return
+    if isinstance(exc, ClassValidationError | IterableValidationError):
+        for sub in exc.exceptions:
+            sub_path = path
+            for note in getattr(sub, "__notes__", []):
+                if isinstance(note, AttributeValidationNote):
+                    sub_path = join(path, note.name)
+                    break
+                if isinstance(note, IterableValidationNote):
+                    sub_path = join(path, int(note.index))
+                    break
+            collect_errors(sub, sub_path, out)
+        return
+    if isinstance(exc, KeyError):
+        out.append(f"{path}: required key is missing")
+        return
+    out.append(f"{path or '<root>'}: {_message(exc)}")
+
+
+def unwrap_overrides(data: Any, type_: Any) -> Any:
+    """Replace :class:`OverrideValue` leaves by text (where the schema expects ``str``) or parsed value.
+
+    ``params`` (typed ``Any`` before its component resolves) keeps its overrides wrapped until the plugin's
+    config class is known.
+    """
+    if isinstance(data, OverrideValue):
+        args = _union_args(type_)
+        if str in args and not (data.value is None and type(None) in args):
+            return data.text
+        return data.value
+    if isinstance(data, Mapping) and attrs.has(type_):
+        resolved = attrs.resolve_types(type_)
+        fields = {f.name: f for f in attrs.fields(resolved)}
+        return {
+            k: (v if k == "params" and fields[k].type is Any else unwrap_overrides(v, fields[k].type))
+            if k in fields else unwrap_overrides(v, Any)
+            for k, v in data.items()
+        }
+    origin = typing.get_origin(type_)
+    if origin in (list, tuple) or type_ is list:
+        (item,) = typing.get_args(type_)[:1] or (Any,)
+        if isinstance(data, Mapping):
+            return unwrap_overrides(data, item)
+        if isinstance(data, list):
+            return [unwrap_overrides(v, item) for v in data]
+    if isinstance(data, Mapping):
+        return {k: unwrap_overrides(v, Any) for k, v in data.items()}
+    if isinstance(data, list):
+        return [unwrap_overrides(v, Any) for v in data]
+    return data
+
+
+def _union_args(type_: Any) -> tuple[Any, ...]:
+    if typing.get_origin(type_) in (typing.Union, types.UnionType):
+        return typing.get_args(type_)
+    return (type_,)

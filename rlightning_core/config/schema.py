@@ -1,0 +1,202 @@
+"""The configuration schema: frozen attrs classes, one per section of a config file.
+
+Every pluggable slot is ``type`` (a registered name, resolved through the plugin registry) plus ``params``
+(structured into that component's own config class once ``type`` resolves). Fixed choices such as
+``cluster.mode`` are validated here; component names never are.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from attrs import Factory, define, field
+
+from rlightning_core.config.validators import device_spec, ge, gt, one_of
+
+__all__ = [
+    "BufferConfig",
+    "CheckpointConfig",
+    "ClusterConfig",
+    "ComponentConfig",
+    "EngineConfig",
+    "EnvConfig",
+    "LoggerConfig",
+    "LoggingConfig",
+    "MainConfig",
+    "PolicyConfig",
+    "PreprocessorConfig",
+]
+
+
+@define(frozen=True, kw_only=True)
+class ComponentConfig:
+    """A pluggable component: which registered implementation, and its own options."""
+
+    type: str
+    """Registered name of the implementation (``rlightning list-plugins`` shows them), or
+    ``dist-name:name`` to pick one when two installed distributions provide the same name."""
+    params: Any = Factory(dict)
+    """The component's own options; their schema is the config class the plugin registered."""
+
+
+@define(frozen=True, kw_only=True)
+class EnvConfig(ComponentConfig):
+    """One environment type. A run may list several; each is instantiated ``num_workers`` times."""
+
+    name: str | None = None
+    """Label used in metrics (``env/<name>/...``); defaults to ``params.id`` or ``type``."""
+    num_workers: int = field(default=1, validator=ge(1))
+    """Independent env workers of this config (in-process objects, or Ray actors in ray mode)."""
+    num_envs: int = field(default=1, validator=ge(1))
+    """Environments per worker, stepped together as one vector env."""
+    num_cpus: float = field(default=1.0, validator=ge(0))
+    """CPUs each env worker actor reserves in ray mode."""
+
+    @property
+    def label(self) -> str:
+        """The name metrics use for this env config."""
+        if self.name:
+            return self.name
+        env_id = getattr(self.params, "id", None)
+        if env_id is None and isinstance(self.params, dict):
+            env_id = self.params.get("id")
+        return str(env_id) if env_id else self.type
+
+
+@define(frozen=True, kw_only=True)
+class PolicyConfig(ComponentConfig):
+    """The policy / algorithm: one registered class placed in learner and rollout workers."""
+
+    device: str = field(default="auto", validator=device_spec)
+    """Device of the learner: ``auto`` (CUDA when available), ``cpu``, ``cuda``, ``cuda:N``."""
+    rollout_device: str = field(default="cpu", validator=device_spec)
+    """Device of rollout (inference) copies; CPU is fastest for small MLPs."""
+
+
+@define(frozen=True, kw_only=True)
+class BufferConfig(ComponentConfig):
+    """Where transitions go between collection and learning."""
+
+    type: str = "rollout"
+    """``rollout`` (on-policy), ``replay`` (off-policy), or a plugin's buffer."""
+
+
+@define(frozen=True, kw_only=True)
+class PreprocessorConfig(ComponentConfig):
+    """An observation or reward transform applied between the envs and the policy, with saved state."""
+
+
+@define(frozen=True, kw_only=True)
+class LoggerConfig(ComponentConfig):
+    """A metrics logger (e.g. ``tensorboard``) that receives every metric of the run."""
+
+
+@define(frozen=True, kw_only=True)
+class EngineConfig(ComponentConfig):
+    """The training loop and its stop rules."""
+
+    type: str = "sync"
+    """``sync`` (on-policy), ``async`` (off-policy), ``eval``, or a plugin's engine."""
+    total_steps: int = field(default=100_000, validator=ge(1))
+    """Stop after this many environment steps."""
+    time_limit_s: float | None = field(default=None, validator=gt(0))
+    """Stop after this many seconds of wall time (``null``: no limit)."""
+    target_eval_return: float | None = None
+    """Stop as soon as the evaluation mean return reaches this value (``null``: never)."""
+    eval_every: int = field(default=0, validator=ge(0))
+    """Evaluate every N iterations on separate env instances (``0``: only at the end)."""
+    eval_episodes: int = field(default=10, validator=ge(1))
+    """Episodes per evaluation, with deterministic actions."""
+
+
+@define(frozen=True, kw_only=True)
+class ClusterConfig:
+    """Where workers run: in this process, or as Ray actors. The same config trains either way."""
+
+    mode: str = field(default="local", validator=one_of("local", "ray"))
+    """``local``: plain objects in one process (deterministic, debuggable). ``ray``: actors on a cluster."""
+    address: str | None = None
+    """Join this existing Ray cluster (``auto`` or ``host:port``); ``null`` starts a local one."""
+    num_cpus: int | None = field(default=None, validator=ge(1))
+    """CPUs of a locally started Ray cluster (``null``: all of this machine's)."""
+    num_gpus: int | None = field(default=None, validator=ge(0))
+    """GPUs of a locally started Ray cluster (``null``: detected)."""
+    dashboard: bool = False
+    """Start Ray's dashboard with a locally started cluster."""
+    train_workers: int = field(default=1, validator=ge(1))
+    """Learner workers; more than one trains data-parallel over a torch.distributed group."""
+    eval_workers: int = field(default=0, validator=ge(0))
+    """Rollout (inference) workers for the inference-server topology; ``0`` keeps rollout in env workers."""
+    topology: str = field(default="env_runner", validator=one_of("env_runner", "inference_server"))
+    """``env_runner``: env workers hold a rollout copy of the policy; ``inference_server``: separate rollout
+    workers batch observations from many env workers."""
+    placement: str = field(default="default", validator=one_of("default", "colocate", "disaggregate", "manual"))
+    """How learner and rollout workers share resources (Ray placement groups)."""
+    backend: str = field(default="auto", validator=one_of("auto", "gloo", "nccl"))
+    """torch.distributed backend for weight sync and data-parallel learning; ``auto``: nccl with GPUs."""
+    weight_sync: str = field(default="auto", validator=one_of("auto", "broadcast", "object_store", "local"))
+    """How learner weights reach rollout copies; ``auto``: ``local`` in one process, ``broadcast`` on Ray."""
+    learner_num_cpus: float = field(default=1.0, validator=ge(0))
+    """CPUs each learner actor reserves."""
+    learner_num_gpus: float = field(default=0.0, validator=ge(0))
+    """GPUs each learner actor reserves."""
+    rollout_num_cpus: float = field(default=1.0, validator=ge(0))
+    """CPUs each rollout actor reserves."""
+    rollout_num_gpus: float = field(default=0.0, validator=ge(0))
+    """GPUs each rollout actor reserves."""
+
+
+@define(frozen=True, kw_only=True)
+class LoggingConfig:
+    """What is recorded about a run. ``metrics.jsonl`` in the run directory is always written."""
+
+    loggers: list[LoggerConfig] = Factory(list)
+    """Extra loggers, e.g. ``[{type: tensorboard}]``; each receives every metric."""
+    log_every: int = field(default=1, validator=ge(1))
+    """Write metrics every N iterations."""
+    progress: bool = True
+    """Show a progress bar on the terminal (only when it is a TTY)."""
+    level: str = field(default="INFO", validator=one_of("DEBUG", "INFO", "WARNING", "ERROR"))
+    """Python logging level of rlightning's own messages."""
+
+
+@define(frozen=True, kw_only=True)
+class CheckpointConfig:
+    """When checkpoints are written and how many are kept. Writes are atomic (temp file + rename)."""
+
+    every: int = field(default=10, validator=ge(0))
+    """Write a checkpoint every N iterations (``0``: only at the end)."""
+    keep_last: int = field(default=3, validator=ge(1))
+    """Keep the newest N periodic checkpoints."""
+    keep_best: bool = True
+    """Also keep the checkpoint with the best evaluation return."""
+    at_end: bool = True
+    """Write a final checkpoint when the run stops."""
+
+
+@define(frozen=True, kw_only=True)
+class MainConfig:
+    """A whole run: what to train, where, and what to record."""
+
+    env: list[EnvConfig]
+    """One env config, or a list of several env types trained together."""
+    policy: PolicyConfig
+    """The policy / algorithm."""
+    buffer: BufferConfig = Factory(BufferConfig)
+    """The data buffer between collection and learning."""
+    preprocessors: list[PreprocessorConfig] = Factory(list)
+    """Observation / reward preprocessors, applied in order."""
+    engine: EngineConfig = Factory(EngineConfig)
+    """The training loop and stop rules."""
+    cluster: ClusterConfig = Factory(ClusterConfig)
+    """Local or Ray execution, worker counts, placement, weight sync."""
+    logging: LoggingConfig = Factory(LoggingConfig)
+    """Loggers and progress output."""
+    checkpoint: CheckpointConfig = Factory(CheckpointConfig)
+    """Checkpoint schedule and retention."""
+    seed: int = field(default=0, validator=ge(0))
+    """The one seed every RNG derives from (torch, numpy, each env by worker and index)."""
+    name: str | None = None
+    """Experiment name, used in the default run directory name."""
+    run_dir: str | None = None
+    """Where the run writes (``null``: ``runs/<name>-<timestamp>``)."""

@@ -1,0 +1,1 @@
+"""Metric loggers and the fan-out of metrics to every configured logger."""
