@@ -1,5 +1,6 @@
-"""The root ``rlightning`` group, plugin-provided commands, and the error boundary that maps failures to
-exit codes: 0 success, 2 user error (bad config, unknown plugin, bad arguments), 1 unexpected failure.
+"""The root ``rlightning`` group, plugin-provided commands, and the error boundary.
+
+Failures map to exit codes: 0 success, 2 user error (bad config, unknown plugin, bad arguments), 1 unexpected.
 
 Nothing imported here may pull in torch or ray: ``--help``, ``list-plugins`` and ``config validate`` must stay
 fast. Commands that train import the runtime inside their bodies.

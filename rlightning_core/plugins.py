@@ -91,7 +91,7 @@ class PluginSet:
 
     @property
     def hook(self) -> Any:
-        """pluggy's hook relay (``plugins.hook.on_metrics(step=..., metrics=...)``)."""
+        """Pluggy's hook relay (``plugins.hook.on_metrics(step=..., metrics=...)``)."""
         return self.pm.hook
 
     def selection(self) -> list[str]:
@@ -210,9 +210,8 @@ def load_plugins(
             continue
         candidates.append((info, ep.load))
     for name, obj in extra:
-        candidates.append(
-            (PluginInfo(name=name, distribution=name, version="0", entry_point=repr(obj)), lambda o=obj: o)
-        )
+        info = PluginInfo(name=name, distribution=name, version="0", entry_point=repr(obj))
+        candidates.append((info, _constant(obj)))
 
     for info, load in candidates:
         infos.append(info)
@@ -225,6 +224,10 @@ def load_plugins(
         lines = [f"{p.name} ({p.distribution} {p.version}): {p.error}" for p in plugin_set.errors()]
         raise PluginLoadError("plugins failed to load (RLIGHTNING_STRICT_PLUGINS=1):\n  " + "\n  ".join(lines))
     return plugin_set
+
+
+def _constant(obj: object) -> Callable[[], object]:
+    return lambda: obj
 
 
 def _entry_points() -> list[importlib_metadata.EntryPoint]:
@@ -272,7 +275,9 @@ def _load_one(pm: pluggy.PluginManager, registry: Registry, info: PluginInfo,
     try:
         pm.register(plugin, name=info.name)
     except Exception as exc:  # pluggy's PluginValidationError: arguments not in the spec, duplicate name
-        info.status, info.error = "error", _one_line(exc)
+        # pluggy puts the actual problem (e.g. "Argument(s) {'x'} ... not in the hookspec") on a later line.
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        info.status, info.error = "error", f"{type(exc).__name__}: {'; '.join(lines)}"
         return
 
     staged: list[ComponentSpec] = []

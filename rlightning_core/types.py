@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-__all__ = ["KINDS", "HOOK_FOR_KIND", "RegisterFn"]
+__all__ = ["HOOK_FOR_KIND", "KINDS", "RegisterFn"]
 
 #: Every kind of component a plugin can register, in the order they are listed to users.
 KINDS: tuple[str, ...] = ("env", "policy", "buffer", "preprocessor", "engine", "logger")

@@ -8,8 +8,10 @@ import click
 def register_core_commands(cli: click.Group) -> None:
     """Attach the core commands to ``cli`` (idempotent)."""
     from rlightning_cli.commands.config_cmd import config_group
+    from rlightning_cli.commands.eval_cmd import eval_command
     from rlightning_cli.commands.list_plugins import list_plugins
+    from rlightning_cli.commands.train import train
 
-    for command in (list_plugins, config_group):
+    for command in (train, eval_command, list_plugins, config_group):
         if command.name not in cli.commands:
             cli.add_command(command)

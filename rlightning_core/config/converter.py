@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import attrs
 import cattrs
+from cattrs.cols import list_structure_factory
 from cattrs.errors import (
     AttributeValidationNote,
     ClassValidationError,
@@ -81,8 +82,11 @@ def _noted(exc: Exception, cls: type, name: str, type_: Any) -> Exception:
 
 
 def _attrs_hook_factory(cls: type) -> Any:
-    """Structure an attrs class reporting every problem at once: unknown and missing keys, wrong types, and
-    failed validators (which run on each field as soon as it is structured)."""
+    """Structure an attrs class, reporting every problem at once.
+
+    Unknown and missing keys, wrong types and failed validators (run on each field as soon as it is
+    structured) all end up in one ``ClassValidationError``.
+    """
     fields = attrs.fields(attrs.resolve_types(cls))
     names = {f.name for f in fields}
 
@@ -128,8 +132,29 @@ def _attrs_hook_factory(cls: type) -> Any:
     return hook
 
 
+def _is_list(type_: Any) -> bool:
+    return type_ is list or typing.get_origin(type_) is list
+
+
+def _list_hook_factory(type_: Any, conv: cattrs.BaseConverter) -> Any:
+    """Structure lists and tuples only, then with cattrs' own list hook.
+
+    A string or mapping is not iterated (``env: CartPole`` is not 8 one-letter envs) and a scalar gets a clean
+    message instead of ``'int' object is not iterable``.
+    """
+    inner = list_structure_factory(type_, conv)
+
+    def hook(value: Any, _type: Any) -> Any:
+        if not isinstance(value, list | tuple):
+            raise TypeError(f"expected a list, got {_describe(value)}")
+        return inner(value, _type)
+
+    return hook
+
+
 def _make_converter() -> cattrs.Converter:
     conv = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
+    conv.register_structure_hook_factory(_is_list, _list_hook_factory)
     conv.register_structure_hook(int, _strict_int)
     conv.register_structure_hook(float, _strict(float, (int, float), "float"))
     conv.register_structure_hook(bool, _strict(bool, (bool,), "bool (true or false)"))

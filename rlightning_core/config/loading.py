@@ -66,7 +66,7 @@ _Loader.add_implicit_resolver(
 
 
 def _yaml_load(text: str) -> Any:
-    return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader derives from SafeLoader
+    return yaml.load(text, Loader=_Loader)
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
@@ -286,8 +286,49 @@ def load_config_dict(
     problems = apply_overrides(data, overrides)
     if problems:
         raise ConfigError(problems, source=source)
-    cfg = structure_config(data, source=source)
+    try:
+        cfg = structure_config(data, source=source)
+    except ConfigError as exc:
+        if resolve:  # also report component names and plugin params, so every problem shows at once
+            extra = _raw_component_problems(unwrap_overrides(data, MainConfig), registry)
+            raise ConfigError([*exc.problems, *(p for p in extra if p not in exc.problems)], source=source) from None
+        raise
     return resolve_components(cfg, registry, source=source) if resolve else cfg
+
+
+_RAW_SLOTS = (("env", "env", True), ("policy", "policy", False), ("buffer", "buffer", False),
+              ("preprocessors", "preprocessor", True), ("engine", "engine", False))
+
+
+def _raw_component_problems(data: Mapping[str, Any], registry: Any) -> list[str]:
+    """Component-name and params problems found in a document whose core schema is already invalid."""
+    from rlightning_core.errors import DuplicateComponentError, UnknownComponentError
+
+    if registry is None:
+        from rlightning_core.plugins import get_plugins
+
+        registry = get_plugins().registry
+    slots: list[tuple[str, str, Any]] = []
+    for key, kind, many in _RAW_SLOTS:
+        value = data.get(key)
+        if many and isinstance(value, list):
+            slots.extend((f"{key}[{i}]", kind, v) for i, v in enumerate(value))
+        elif not many and isinstance(value, Mapping):
+            slots.append((key, kind, value))
+    log_cfg = data.get("logging")
+    if isinstance(log_cfg, Mapping) and isinstance(log_cfg.get("loggers"), list):
+        slots.extend((f"logging.loggers[{i}]", "logger", v) for i, v in enumerate(log_cfg["loggers"]))
+    problems: list[str] = []
+    for path, kind, comp in slots:
+        if not isinstance(comp, Mapping) or not isinstance(comp.get("type"), str):
+            continue
+        try:
+            spec = registry.resolve(kind, comp["type"])
+        except (UnknownComponentError, DuplicateComponentError) as exc:
+            problems.append(f"{path}.type: {exc}")
+            continue
+        resolve_params(spec, comp.get("params", {}), path, problems)
+    return problems
 
 
 def load_config(

@@ -71,6 +71,8 @@ class PolicyConfig(ComponentConfig):
     """Device of the learner: ``auto`` (CUDA when available), ``cpu``, ``cuda``, ``cuda:N``."""
     rollout_device: str = field(default="cpu", validator=device_spec)
     """Device of rollout (inference) copies; CPU is fastest for small MLPs."""
+    num_threads: int = field(default=1, validator=ge(1))
+    """torch intra-op threads per policy process (1 is fastest for small MLPs; raise for large networks)."""
 
 
 @define(frozen=True, kw_only=True)

@@ -1,0 +1,168 @@
+"""Options of the ``gymnasium`` env (``env[i].params``). Light at import: Gymnasium loads inside validators.
+
+Wrappers are named, never imported by path: a wrapper ``type`` is a class of the ``gymnasium.wrappers``
+namespace, written ``ClipAction`` or ``gymnasium.wrappers.ClipAction``. A config file therefore cannot make a
+worker import an arbitrary module through a wrapper.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from attrs import Factory, define, field
+
+from rlightning_core.config.validators import ge, one_of
+
+__all__ = ["VECTORIZATION_MODES", "GymnasiumParams", "WrapperSpec", "available_wrappers", "resolve_wrapper"]
+
+VECTORIZATION_MODES = ("sync", "async")
+_WRAPPER_PREFIX = "gymnasium.wrappers."
+_IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+#: Wrappers of ``gymnasium.wrappers`` a worker refuses, and why.
+EXCLUDED_WRAPPERS: dict[str, str] = {
+    "Autoreset": "the worker's vector env already resets finished episodes (same-step autoreset)",
+    "ArrayConversion": "workers exchange numpy arrays",
+    "JaxToNumpy": "workers exchange numpy arrays",
+    "JaxToTorch": "workers exchange numpy arrays",
+    "NumpyToTorch": "workers exchange numpy arrays",
+}
+
+
+#: ``gymnasium.make`` arguments that ``kwargs`` may not set, and where they come from instead.
+_RESERVED_KWARGS: dict[str, str] = {
+    "max_episode_steps": "use params.max_episode_steps",
+    "render_mode": "the builder passes render_mode (e.g. for evaluation videos)",
+    "autoreset": "the worker's vector env resets finished episodes",
+}
+
+
+def _short_name(name: str) -> str:
+    return name[len(_WRAPPER_PREFIX):] if name.startswith(_WRAPPER_PREFIX) else name
+
+
+def available_wrappers() -> list[str]:
+    """Short names of the ``gymnasium.wrappers`` classes a wrapper spec may use (imports Gymnasium)."""
+    import gymnasium
+    import gymnasium.wrappers as wrappers
+
+    names = []
+    for name in wrappers.__all__:
+        if name in EXCLUDED_WRAPPERS or not _IDENT_RE.match(name):
+            continue
+        obj = vars(wrappers).get(name)
+        if isinstance(obj, type) and issubclass(obj, gymnasium.Wrapper):
+            names.append(name)
+    return sorted(names)
+
+
+def resolve_wrapper(name: str) -> type:
+    """The ``gymnasium.wrappers`` class called ``name`` (short or ``gymnasium.wrappers.``-prefixed).
+
+    Raises:
+        ValueError: not a wrapper of that namespace, or one a worker refuses; the message lists the options.
+    """
+    short = _short_name(name) if isinstance(name, str) else ""
+    if not _IDENT_RE.match(short):
+        raise ValueError(
+            f"wrapper type {name!r} is not a gymnasium wrapper name: write a class of gymnasium.wrappers, "
+            "e.g. 'ClipAction' or 'gymnasium.wrappers.ClipAction' (other modules cannot be imported from a "
+            "config)"
+        )
+    if short in EXCLUDED_WRAPPERS:
+        raise ValueError(f"wrapper {short!r} cannot be used here: {EXCLUDED_WRAPPERS[short]}")
+    options = available_wrappers()
+    if short not in options:
+        close = difflib.get_close_matches(short, options, n=1, cutoff=0.6)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ValueError(
+            f"unknown gymnasium wrapper {name!r}.{hint} Available wrappers: {', '.join(options)}"
+        )
+    import gymnasium.wrappers as wrappers
+
+    cls: type = vars(wrappers)[short]
+    return cls
+
+
+def _wrapper_type(_inst: Any, _attr: Any, value: Any) -> None:
+    resolve_wrapper(value)
+
+
+@define(frozen=True, kw_only=True)
+class WrapperSpec:
+    """One wrapper of each single env (the first listed is innermost): a ``gymnasium.wrappers`` class."""
+
+    type: str = field(validator=_wrapper_type)
+    """Class name in ``gymnasium.wrappers`` (``NormalizeObservation``, ``ClipAction``, ``TimeLimit`` ...), or
+    the same prefixed with ``gymnasium.wrappers.``."""
+    kwargs: dict[str, Any] = Factory(dict)
+    """Keyword arguments of the wrapper's constructor (after ``env``)."""
+
+    def __attrs_post_init__(self) -> None:
+        try:
+            cls = resolve_wrapper(self.type)
+        except ValueError:
+            return  # the ``type`` validator reports it
+        try:
+            inspect.signature(cls).bind(None, **self.kwargs)
+        except TypeError as exc:
+            raise ValueError(f"wrapper {self.type!r}: bad kwargs {sorted(self.kwargs)}: {exc}") from None
+
+
+def _to_wrapper_specs(value: Any) -> Any:
+    """Let Python callers write wrappers as names or dicts; structured configs already hold specs."""
+    if not isinstance(value, list | tuple):
+        return value
+    out = []
+    for item in value:
+        if isinstance(item, str):
+            item = WrapperSpec(type=item)
+        elif isinstance(item, Mapping):
+            item = WrapperSpec(**item)
+        out.append(item)
+    return out
+
+
+def _env_id(_inst: Any, _attr: Any, value: Any) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"must be a Gymnasium env id such as 'CartPole-v1', got {value!r}")
+    if ":" in value:
+        return  # ``module:EnvId`` imports ``module`` (which registers the id) when the env is made
+    import gymnasium
+
+    try:
+        gymnasium.spec(value)
+    except gymnasium.error.Error as exc:
+        raise ValueError(
+            f"{exc} (an env registered by another package is written 'package_module:EnvId')"
+        ) from None
+
+
+@define(frozen=True, kw_only=True)
+class GymnasiumParams:
+    """Options of the ``gymnasium`` env: which registered env, its kwargs, wrappers and vectorization."""
+
+    id: str = field(validator=_env_id)
+    """Gymnasium env id (``CartPole-v1``), or ``module:EnvId`` to import the module that registers it."""
+    kwargs: dict[str, Any] = Factory(dict)
+    """Keyword arguments of ``gymnasium.make`` for this env (e.g. ``{continuous: true}``)."""
+    wrappers: list[WrapperSpec] = field(factory=list, converter=_to_wrapper_specs)
+    """Wrappers applied to every single env in order (first is innermost), e.g.
+    ``[{type: ClipAction}, {type: NormalizeObservation, kwargs: {epsilon: 1e-8}}]``."""
+    vectorization: str = field(default="sync", validator=one_of(*VECTORIZATION_MODES))
+    """``sync``: the worker's envs step in its own process (fastest for cheap envs such as CartPole);
+    ``async``: one subprocess per env (for envs whose step costs milliseconds)."""
+    max_episode_steps: int | None = field(default=None, validator=ge(1))
+    """Truncate episodes after this many steps (``null``: the env's registered limit)."""
+    context: str | None = field(default=None, validator=one_of(None, "fork", "spawn", "forkserver"))
+    """multiprocessing start method of ``async`` workers (``null``: Python's default)."""
+
+    def __attrs_post_init__(self) -> None:
+        clash = sorted(set(self.kwargs) & set(_RESERVED_KWARGS))
+        if clash:
+            reasons = [f"{k!r} is not a make() kwarg here: {_RESERVED_KWARGS[k]}" for k in clash]
+            raise ValueError("kwargs: " + "; ".join(reasons))

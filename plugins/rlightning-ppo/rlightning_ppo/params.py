@@ -1,0 +1,51 @@
+"""PPO's options (``policy.params``), with the defaults of Schulman et al. (2017) / CleanRL."""
+
+from __future__ import annotations
+
+from attrs import define, field
+
+from rlightning_core.config.validators import ge, gt, in_range, one_of
+
+
+@define(frozen=True, kw_only=True)
+class PPOParams:
+    """Options of the ``ppo`` policy."""
+
+    hidden_sizes: list[int] = field(factory=lambda: [64, 64])
+    """Hidden layer widths of the actor and critic MLPs."""
+    activation: str = field(default="tanh", validator=one_of("tanh", "relu", "elu", "gelu", "silu"))
+    """Activation between hidden layers."""
+    shared_network: bool = False
+    """Share the hidden layers between actor and critic (separate networks are the default)."""
+    lr: float = field(default=3e-4, validator=gt(0))
+    """Adam learning rate."""
+    anneal_lr: bool = False
+    """Decay the learning rate linearly to 0 over ``engine.total_steps``."""
+    adam_eps: float = field(default=1e-5, validator=gt(0))
+    """Adam epsilon."""
+    gamma: float = field(default=0.99, validator=in_range(0, 1))
+    """Discount factor."""
+    gae_lambda: float = field(default=0.95, validator=in_range(0, 1))
+    """GAE lambda (bias/variance trade-off of advantages)."""
+    clip_ratio: float = field(default=0.2, validator=gt(0))
+    """Clip range of the probability ratio in the surrogate objective."""
+    clip_value: float | None = field(default=None, validator=gt(0))
+    """Clip the value update around the old value by this much (``null``: no value clipping)."""
+    ent_coef: float = field(default=0.0, validator=ge(0))
+    """Entropy bonus coefficient."""
+    vf_coef: float = field(default=0.5, validator=ge(0))
+    """Value loss coefficient."""
+    max_grad_norm: float | None = field(default=0.5, validator=gt(0))
+    """Clip the global gradient norm (``null``: no clipping)."""
+    epochs: int = field(default=10, validator=ge(1))
+    """Passes over each rollout."""
+    minibatch_size: int = field(default=64, validator=ge(1))
+    """Samples per gradient step."""
+    target_kl: float | None = field(default=None, validator=gt(0))
+    """Stop the epochs of an update early once the approximate KL exceeds this (``null``: never)."""
+    normalize_advantages: bool = True
+    """Normalize advantages per minibatch."""
+    log_std_init: float = 0.0
+    """Initial log standard deviation of the Gaussian policy (continuous actions)."""
+    ortho_init: bool = True
+    """Orthogonal initialization (gain sqrt(2) hidden, 0.01 policy head, 1 value head)."""

@@ -1,0 +1,190 @@
+"""PPO (Schulman et al., 2017): clipped surrogate objective over GAE-lambda advantages.
+
+One class serves both roles: a rollout copy (``EVAL``) only runs :meth:`PPOPolicy.act`; a learner (``TRAIN``)
+also owns the Adam optimizer and runs :meth:`PPOPolicy.learn` over a ``RolloutBuffer``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlightning_core.policy.base import BasePolicy, PolicyOutput, PolicyRole
+from rlightning_ppo.networks import ActorCritic, gaussian_entropy, gaussian_log_prob
+from rlightning_ppo.params import PPOParams
+
+
+def _space_info(observation_space: Any, action_space: Any) -> tuple[int, int, bool]:
+    from gymnasium import spaces
+
+    if not isinstance(observation_space, spaces.Box):
+        raise TypeError(f"ppo needs a Box observation space (flat vectors), got {observation_space}")
+    obs_dim = int(np.prod(observation_space.shape))
+    if isinstance(action_space, spaces.Discrete):
+        return obs_dim, int(action_space.n), True
+    if isinstance(action_space, spaces.Box) and len(action_space.shape) == 1:
+        return obs_dim, int(action_space.shape[0]), False
+    raise TypeError(f"ppo supports Discrete and 1-D Box action spaces, got {action_space}")
+
+
+def _explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
+    """1 - Var[returns - values] / Var[returns]: 1 is a perfect critic, <= 0 no better than a constant."""
+    var = returns.var().item()
+    return float("nan") if var == 0 else 1.0 - (returns - values).var().item() / var
+
+
+class PPOPolicy(BasePolicy):
+    """PPO actor-critic. Extras stored per step: ``log_prob`` and ``value``."""
+
+    default_buffer = "rollout"
+    extras_spec = {"log_prob": ((), np.float32), "value": ((), np.float32)}
+
+    def __init__(self, params: PPOParams, *, observation_space: Any, action_space: Any,
+                 role: PolicyRole = PolicyRole.TRAIN, device: str = "cpu", seed: int = 0) -> None:
+        super().__init__(params, observation_space=observation_space, action_space=action_space, role=role,
+                         device=device, seed=seed)
+        obs_dim, act_dim, self.discrete = _space_info(observation_space, action_space)
+        self.obs_shape = tuple(observation_space.shape)
+        torch.manual_seed(seed)  # parameter initialization is a function of the seed alone
+        self.net = ActorCritic(obs_dim, act_dim, discrete=self.discrete, hidden_sizes=list(params.hidden_sizes),
+                               activation=params.activation, shared=params.shared_network,
+                               ortho=params.ortho_init, log_std_init=params.log_std_init).to(device)
+        self.generator = torch.Generator(device="cpu").manual_seed(seed + 1)
+        if not self.discrete:
+            self.low = torch.as_tensor(action_space.low, dtype=torch.float32)
+            self.high = torch.as_tensor(action_space.high, dtype=torch.float32)
+        self.optimizer = (torch.optim.Adam(self.net.parameters(), lr=params.lr, eps=params.adam_eps)
+                          if role is PolicyRole.TRAIN else None)
+
+    # -- rollout ---------------------------------------------------------------------------------------------
+    def _obs(self, obs: np.ndarray) -> torch.Tensor:
+        x = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
+        return x.reshape(x.shape[0], -1) if x.dim() > 2 else x
+
+    def act(self, obs: np.ndarray, *, deterministic: bool = False) -> PolicyOutput:
+        """Sample (or, deterministic, take the mode of) actions for a batch; returns log-probs and values."""
+        with torch.inference_mode():
+            out, value = self.net(self._obs(obs))
+            if self.discrete:
+                logp_all = torch.log_softmax(out, -1)
+                if deterministic:
+                    actions = out.argmax(-1)
+                else:
+                    actions = torch.multinomial(logp_all.exp(), 1, generator=self.generator).squeeze(-1)
+                logp = logp_all.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+                env_actions = None
+            else:
+                log_std = self.net.log_std
+                if deterministic:
+                    actions = out
+                else:
+                    noise = torch.randn(out.shape, generator=self.generator)
+                    actions = out + noise * log_std.exp()
+                logp = gaussian_log_prob(actions, out, log_std)
+                env_actions = torch.clamp(actions, self.low, self.high).numpy()
+            return PolicyOutput(
+                actions=actions.cpu().numpy(),
+                extras={"log_prob": logp.cpu().numpy(), "value": value.cpu().numpy()},
+                env_actions=env_actions,
+            )
+
+    def value(self, obs: np.ndarray) -> np.ndarray:
+        """State values, for bootstrapping truncated episodes and the end of a rollout."""
+        with torch.inference_mode():
+            return self.net.value(self._obs(obs)).cpu().numpy()
+
+    # -- training --------------------------------------------------------------------------------------------
+    def _evaluate(self, obs: torch.Tensor, actions: torch.Tensor
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        out, value = self.net(obs.reshape(obs.shape[0], -1))
+        if self.discrete:
+            logp_all = torch.log_softmax(out, -1)
+            logp = logp_all.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+            entropy = -(logp_all.exp() * logp_all).sum(-1)
+        else:
+            logp = gaussian_log_prob(actions, out, self.net.log_std)
+            entropy = gaussian_entropy(self.net.log_std).expand(obs.shape[0])
+        return logp, entropy, value
+
+    def learn(self, buffer: Any, *, progress: float = 0.0) -> dict[str, float]:
+        """Compute GAE, then ``epochs`` passes of clipped-surrogate minibatch updates."""
+        if self.optimizer is None:
+            raise RuntimeError("learn() called on a rollout (EVAL) copy of ppo")
+        p = self.params
+        lr = p.lr * max(0.0, 1.0 - progress) if p.anneal_lr else p.lr
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        buffer.compute_returns_and_advantages(gamma=p.gamma, gae_lambda=p.gae_lambda)
+        sums = {"loss/policy": 0.0, "loss/value": 0.0, "loss/entropy": 0.0, "stats/approx_kl": 0.0,
+                "stats/clip_fraction": 0.0}
+        n_updates = 0
+        epochs_done = 0
+        seen_values: list[torch.Tensor] = []
+        seen_returns: list[torch.Tensor] = []
+        for _ in range(p.epochs):
+            epoch_kl = 0.0
+            epoch_n = 0
+            for mb in buffer.minibatches(p.minibatch_size, generator=self.generator):
+                if epochs_done == 0:
+                    seen_values.append(mb["value"])
+                    seen_returns.append(mb["returns"])
+                logp, entropy, value = self._evaluate(mb["obs"], mb["actions"])
+                log_ratio = logp - mb["log_prob"]
+                ratio = log_ratio.exp()
+                adv = mb["advantages"]
+                if p.normalize_advantages and adv.numel() > 1:
+                    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+                pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - p.clip_ratio, 1 + p.clip_ratio)).mean()
+                returns = mb["returns"]
+                if p.clip_value is not None:
+                    old_v = mb["value"]
+                    v_clipped = old_v + (value - old_v).clamp(-p.clip_value, p.clip_value)
+                    v_loss = 0.5 * torch.max((value - returns) ** 2, (v_clipped - returns) ** 2).mean()
+                else:
+                    v_loss = 0.5 * ((value - returns) ** 2).mean()
+                ent = entropy.mean()
+                loss = pg_loss - p.ent_coef * ent + p.vf_coef * v_loss
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                if p.max_grad_norm is not None:
+                    torch.nn.utils.clip_grad_norm_(self.net.parameters(), p.max_grad_norm)
+                self.optimizer.step()
+                with torch.no_grad():
+                    kl = ((ratio - 1) - log_ratio).mean().item()
+                    sums["stats/clip_fraction"] += ((ratio - 1).abs() > p.clip_ratio).float().mean().item()
+                sums["loss/policy"] += pg_loss.item()
+                sums["loss/value"] += v_loss.item()
+                sums["loss/entropy"] += ent.item()
+                sums["stats/approx_kl"] += kl
+                epoch_kl += kl
+                epoch_n += 1
+                n_updates += 1
+            epochs_done += 1
+            if p.target_kl is not None and epoch_n and epoch_kl / epoch_n > p.target_kl:
+                break
+        metrics = {k: v / max(n_updates, 1) for k, v in sums.items()}
+        metrics["stats/explained_variance"] = _explained_variance(torch.cat(seen_values), torch.cat(seen_returns))
+        metrics["stats/lr"] = lr
+        metrics["stats/epochs"] = float(epochs_done)
+        self.weight_version += 1
+        return metrics
+
+    # -- state -----------------------------------------------------------------------------------------------
+    def modules(self) -> dict[str, Any]:
+        """The actor-critic network."""
+        return {"net": self.net}
+
+    def optimizers(self) -> dict[str, Any]:
+        """Adam (learners only)."""
+        return {"adam": self.optimizer} if self.optimizer is not None else {}
+
+    def extra_state(self) -> dict[str, Any]:
+        """The sampling / shuffling generator, so a resumed run draws the same numbers."""
+        return {"generator": self.generator.get_state()}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        """Restore the generator."""
+        if "generator" in state:
+            self.generator.set_state(state["generator"])

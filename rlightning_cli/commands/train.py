@@ -1,0 +1,106 @@
+"""``rlightning train CONFIG``: train until a stop rule fires; ``--dry-run`` prints the plan instead."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+import click
+
+
+def setup_logging(level: str) -> None:
+    """Rlightning's own messages to stderr, one line each."""
+    logger = logging.getLogger("rlightning")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("[rlightning] %(message)s"))
+        logger.addHandler(handler)
+    logger.setLevel(level)
+    logger.propagate = False
+
+
+def describe_plan(config: Any, config_file: str, run_dir: str | None) -> list[str]:
+    """Human-readable plan: every component with its provider, workers, resources, schedule."""
+    from rlightning_core.config import component_slots
+    from rlightning_core.plugins import get_plugins
+
+    registry = get_plugins().registry
+    lines = [f"Plan for {config_file} (mode: {config.cluster.mode}, seed {config.seed})"]
+    for path, kind, comp in component_slots(config):
+        spec = registry.resolve(kind, comp.type)
+        lines.append(f"  {path}: {kind} {spec.name!r} from {spec.distribution} {spec.version}")
+    total_envs = 0
+    for i, env in enumerate(config.env):
+        total_envs += env.num_workers * env.num_envs
+        lines.append(f"  workers env[{i}] {env.label}: {env.num_workers} worker(s) x {env.num_envs} env(s)"
+                     + (f", {env.num_cpus} CPU each" if config.cluster.mode == "ray" else ""))
+    p = config.policy
+    lines.append(f"  learner: {config.cluster.train_workers} x {p.type} on {p.device}; rollout copies on "
+                 f"{p.rollout_device}; {p.num_threads} torch thread(s)")
+    steps = getattr(config.engine.params, "rollout_steps", None)
+    if steps:
+        per_it = steps * total_envs
+        its = -(-config.engine.total_steps // per_it)
+        lines.append(f"  schedule: {steps} steps x {total_envs} envs = {per_it} transitions per iteration, "
+                     f"~{its} iterations for {config.engine.total_steps} env steps")
+    e = config.engine
+    ev = f"every {e.eval_every} iterations" if e.eval_every else "at the end"
+    lines.append(f"  evaluation: {e.eval_episodes} deterministic episodes {ev}"
+                 + (f", stop at return >= {e.target_eval_return}" if e.target_eval_return is not None else ""))
+    c = config.checkpoint
+    lines.append(f"  checkpoints: every {c.every or 'end'} iteration(s), keep last {c.keep_last}"
+                 + (" + best" if c.keep_best else ""))
+    loggers = ", ".join(["metrics.jsonl", *(lg.type for lg in config.logging.loggers)])
+    lines.append(f"  loggers: {loggers}")
+    lines.append(f"  run dir: {run_dir or config.run_dir or 'runs/<name>-<timestamp> (created at start)'}")
+    return lines
+
+
+@click.command("train")
+@click.argument("config_file", metavar="CONFIG", type=click.Path(dir_okay=False))
+@click.argument("overrides", nargs=-1, metavar="[KEY=VALUE]...")
+@click.option("--run-dir", type=click.Path(file_okay=False), help="Write the run here (default: runs/...).")
+@click.option("--resume", "resume", type=click.Path(exists=True), metavar="RUN_DIR",
+              help="Continue the run in RUN_DIR (or from a checkpoint file) where it stopped.")
+@click.option("--dry-run", is_flag=True, help="Resolve everything and print the plan without training.")
+def train(config_file: str, overrides: tuple[str, ...], run_dir: str | None, resume: str | None,
+          dry_run: bool) -> int:
+    """Train with CONFIG (YAML/TOML/JSON), overridden by KEY=VALUE pairs such as policy.params.lr=1e-3."""
+    from pathlib import Path
+
+    from rlightning_core.config import load_config
+
+    config = load_config(config_file, overrides)
+    if resume is not None and run_dir is None:
+        resume_path = Path(resume)
+        run_dir = str(resume_path if resume_path.is_dir() and resume_path.name != "checkpoints"
+                      else _run_dir_of(resume_path))
+    if dry_run:
+        click.echo("\n".join(describe_plan(config, config_file, run_dir)))
+        return 0
+    setup_logging(config.logging.level)
+
+    from rlightning_core.builders import build_data_buffer, build_engine, build_env_group, build_policy_group
+    from rlightning_core.run import default_run_dir
+
+    target = Path(run_dir) if run_dir else Path(config.run_dir) if config.run_dir else default_run_dir(config)
+    click.echo(f"Run directory: {target}", err=True)
+    env_group = build_env_group(config.env, seed=config.seed)
+    try:
+        policy_group = build_policy_group(config.policy.type, config.policy, config.cluster)
+        buffer = build_data_buffer(config.buffer.type, config.buffer)
+        engine = build_engine(config, env_group, policy_group, buffer)
+        result = engine.run(target, resume_from=resume)
+    finally:
+        env_group.close()
+    ev = f", last eval return {result.last_eval_return:.1f}" if result.last_eval_return is not None else ""
+    click.echo(f"Stopped ({result.stop_reason}) after {result.iterations} iterations, {result.env_steps} env "
+               f"steps, {result.train_s:.1f}s of training{ev}. Run directory: {result.run_dir}", err=True)
+    return 130 if result.stop_reason == "interrupted" else 0
+
+
+def _run_dir_of(path: Any) -> Any:
+    """The run directory that holds a checkpoint file or checkpoints directory."""
+    p = path if path.is_dir() else path.parent
+    return p.parent if p.name == "checkpoints" else p

@@ -1,0 +1,137 @@
+"""Builders: resolve implementations by name through the plugin registry and assemble a run.
+
+The script shape (DESIGN §5) works as library use::
+
+    config = load_config("examples/cartpole_ppo.yaml")
+    env_group = build_env_group(config.env, seed=config.seed)
+    policy_group = build_policy_group(config.policy.type, config.policy, config.cluster)
+    buffer = build_data_buffer(config.buffer.type, config.buffer)
+    engine = build_engine(config, env_group, policy_group, buffer)
+    engine.run()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from rlightning_core.config.loading import resolve_params
+from rlightning_core.config.schema import BufferConfig, ClusterConfig, MainConfig, PolicyConfig
+from rlightning_core.env.group import build_env_group, define_env_instance_cfgs
+from rlightning_core.errors import ConfigError
+from rlightning_core.policy.group import PolicyGroup
+from rlightning_core.preprocess.base import Preprocessor
+
+__all__ = [
+    "BufferHandle",
+    "build_data_buffer",
+    "build_engine",
+    "build_env_group",
+    "build_policy_group",
+    "define_env_instance_cfgs",
+]
+
+
+def _registry(registry: Any) -> Any:
+    if registry is not None:
+        return registry
+    from rlightning_core.plugins import get_plugins
+
+    return get_plugins().registry
+
+
+def _params(spec: Any, params: Any, path: str) -> Any:
+    problems: list[str] = []
+    value = resolve_params(spec, params, path, problems)
+    if problems:
+        raise ConfigError(problems)
+    return value
+
+
+@attrs.define
+class BufferHandle:
+    """A buffer chosen and configured, waiting for the env/policy shapes to allocate storage.
+
+    ``build_engine`` calls :meth:`bind` once the env group and policy are known.
+    """
+
+    spec: Any
+    params: Any
+    preprocessors: list[Preprocessor] = attrs.Factory(list)
+    preprocess_fn: Callable[[Any], Any] | None = None
+    postprocess_fn: Callable[[Any], Any] | None = None
+    runner_hooks: dict[str, Any] = attrs.Factory(dict)
+
+    def bind(self, buffer_spec: Any) -> Any:
+        """Allocate the buffer for ``buffer_spec``."""
+        buffer = self.spec.build(self.params, spec=buffer_spec)
+        buffer.preprocess_fn = self.preprocess_fn
+        buffer.postprocess_fn = self.postprocess_fn
+        return buffer
+
+
+def build_data_buffer(
+    buffer_cls: str,
+    buffer_cfg: BufferConfig | Any,
+    obs_preprocessor: Preprocessor | None = None,
+    reward_preprocessor: Preprocessor | None = None,
+    env_ret_preprocess_fn: Callable[[Any], Any] | None = None,
+    policy_resp_preprocess_fn: Callable[[Any], Any] | None = None,
+    preprocess_fn: Callable[[Any], Any] | None = None,
+    postprocess_fn: Callable[[Any], Any] | None = None,
+    *,
+    registry: Any = None,
+) -> BufferHandle:
+    """Choose the buffer ``buffer_cls`` and its hook points.
+
+    Args:
+        buffer_cls: registered buffer name (``rollout``, ``replay`` or a plugin's).
+        buffer_cfg: a ``BufferConfig`` (its ``params`` are used) or the params themselves.
+        obs_preprocessor: transforms observations before the policy and the buffer (default: the config's
+            ``preprocessors``).
+        reward_preprocessor: transforms rewards before they are stored.
+        env_ret_preprocess_fn: ``StepBatch -> StepBatch`` applied to every env return.
+        policy_resp_preprocess_fn: ``PolicyOutput -> PolicyOutput`` applied to every policy response.
+        preprocess_fn: ``Chunk -> Chunk`` before a chunk is stored.
+        postprocess_fn: ``batch -> batch`` on every batch handed to the learner.
+        registry: the registry to resolve against (default: this process's plugins).
+    """
+    spec = _registry(registry).resolve("buffer", buffer_cls)
+    raw = buffer_cfg.params if isinstance(buffer_cfg, BufferConfig) else buffer_cfg
+    pre = [p for p in (obs_preprocessor, reward_preprocessor) if p is not None]
+    hooks = {k: v for k, v in (("env_ret_fn", env_ret_preprocess_fn), ("policy_resp_fn", policy_resp_preprocess_fn))
+             if v is not None}
+    return BufferHandle(spec=spec, params=_params(spec, raw, "buffer"), preprocessors=pre,
+                        preprocess_fn=preprocess_fn, postprocess_fn=postprocess_fn, runner_hooks=hooks)
+
+
+def build_policy_group(
+    policy_cls: str,
+    policy_cfg: PolicyConfig,
+    cluster_cfg: ClusterConfig,
+    backend: str = "auto",
+    is_colocated: bool = False,
+    *,
+    registry: Any = None,
+) -> PolicyGroup:
+    """Learner(s) and rollout copies of the registered policy ``policy_cls``.
+
+    In ``local`` mode they are plain objects in this process; policies are built when the env spaces are
+    known (``build_engine``, or :meth:`PolicyGroup.materialize`).
+    """
+    spec = _registry(registry).resolve("policy", policy_cls)
+    cfg = attrs.evolve(policy_cfg, params=_params(spec, policy_cfg.params, "policy"))
+    if cluster_cfg.mode != "local":
+        raise ConfigError(["cluster.mode: 'ray' is not available in this version yet; use 'local'"])
+    return PolicyGroup(spec, cfg, cluster_cfg, backend=backend, is_colocated=is_colocated)
+
+
+def build_engine(config: MainConfig, env_group: Any, policy_group: PolicyGroup, buffer: Any, *,
+                 registry: Any = None) -> Any:
+    """The engine ``config.engine.type`` driving ``env_group``, ``policy_group`` and ``buffer``."""
+    reg = _registry(registry)
+    spec = reg.resolve("engine", config.engine.type)
+    params = _params(spec, config.engine.params, "engine")
+    return spec.build(params, config=config, env_group=env_group, policy_group=policy_group, buffer=buffer)

@@ -1,0 +1,343 @@
+"""BaseEngine: what every training loop shares.
+
+Setup, stop rules, logging, checkpoints, evaluation, timing profile and the run lifecycle. Subclasses implement
+:meth:`BaseEngine.iteration`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from abc import ABC, abstractmethod
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+
+from rlightning_core.buffer.base import BufferSpec, DataBuffer
+from rlightning_core.config.schema import MainConfig
+from rlightning_core.engine.progress import ProgressBar
+from rlightning_core.env.runner import EnvRunner, RolloutStats
+
+__all__ = ["BaseEngine", "EngineResult"]
+
+log = logging.getLogger("rlightning")
+
+#: Checkpoint sections whose arrays are numpy (converted to tensors on disk and back on load).
+NUMPY_SECTIONS = ("preprocessors", "runners")
+
+PHASES = ("env", "inference", "learn", "sync", "eval", "checkpoint")
+
+
+@attrs.define
+class EngineResult:
+    """How a run ended."""
+
+    run_dir: Path
+    iterations: int
+    env_steps: int
+    train_s: float
+    stop_reason: str
+    """``total_steps``, ``target_eval_return``, ``time_limit`` or ``interrupted``."""
+    last_eval_return: float | None
+    best_eval_return: float | None
+    profile: dict[str, float]
+
+
+class BaseEngine(ABC):
+    """Owns the run loop; engines differ in what one iteration does.
+
+    Args:
+        params: the engine's structured params.
+        config: the resolved run config.
+        env_group: the training envs.
+        policy_group: learner and rollout policies (materialized here if needed).
+        buffer: a bound :class:`DataBuffer` or the handle ``build_data_buffer`` returns.
+    """
+
+    def __init__(self, params: Any, *, config: MainConfig, env_group: Any, policy_group: Any, buffer: Any,
+                 preprocessors: list[Any] | None = None, plugins: Any = None) -> None:
+        from rlightning_core.plugins import get_plugins
+
+        self.params = params
+        self.config = config
+        self.env_group = env_group
+        self.policy_group = policy_group
+        self.plugins = plugins or get_plugins()
+        self.iteration_count = 0
+        self.env_steps = 0
+        self.train_s = 0.0
+        self.best_eval: float | None = None
+        self.last_eval: float | None = None
+        self.profile = dict.fromkeys(PHASES, 0.0)
+        self._episode_window: dict[str, deque[tuple[float, int]]] = {}
+        self._pending_env_metrics: dict[str, list[float]] = {}
+        self.run_ctx: Any = None
+        self.checkpoints: Any = None
+        self.evaluator: Any = None
+        self._buffer_arg = buffer
+        self.preprocessors = preprocessors if preprocessors is not None else self._build_preprocessors()
+        policy_group.materialize(env_group.observation_space, env_group.action_space, seed=config.seed)
+        self.buffer: DataBuffer = self._bind_buffer(buffer)
+        self.runners = self._build_runners()
+
+    # -- setup -------------------------------------------------------------------------------------------
+    def rollout_steps(self) -> int:
+        """Steps per env per iteration (``T``)."""
+        return int(getattr(self.params, "rollout_steps", 1))
+
+    def _build_preprocessors(self) -> list[Any]:
+        handle_pre = getattr(self._buffer_arg, "preprocessors", None)
+        if handle_pre:
+            return list(handle_pre)
+        out = []
+        for pc in self.config.preprocessors:
+            spec = self.plugins.registry.resolve("preprocessor", pc.type)
+            out.append(spec.build(pc.params, observation_space=self.env_group.observation_space,
+                                  num_envs=self.env_group.total_envs))
+        return out
+
+    def _bind_buffer(self, buffer: Any) -> DataBuffer:
+        if isinstance(buffer, DataBuffer):
+            return buffer
+        learner = self.policy_group.learner
+        labels = [lbl for lbl, n in zip(self.env_group.labels, self.env_group.num_envs_per_worker, strict=True)
+                  for _ in range(n)]
+        spec = BufferSpec(observation_space=self.env_group.observation_space,
+                          action_space=self.env_group.action_space, num_envs=self.env_group.total_envs,
+                          num_steps=self.rollout_steps(), extras_spec=dict(type(learner).extras_spec),
+                          column_labels=labels, device=getattr(learner, "device", "cpu"), seed=self.config.seed)
+        return buffer.bind(spec)
+
+    def _build_runners(self) -> list[EnvRunner]:
+        runners = []
+        column = 0
+        hooks = getattr(self._buffer_arg, "runner_hooks", {}) or {}
+        for worker, label in zip(self.env_group.workers, self.env_group.labels, strict=True):
+            runners.append(EnvRunner(worker, self.policy_group.rollout, self.preprocessors, column=column,
+                                     label=label, needs_next_obs=self.buffer.needs_next_obs, **hooks))
+            column += worker.num_envs
+        return runners
+
+    # -- the loop ----------------------------------------------------------------------------------------
+    @abstractmethod
+    def iteration(self) -> dict[str, float]:
+        """One iteration (collect / learn / sync); returns its metrics."""
+
+    def run(self, run_dir: str | Path | None = None, *, resume_from: str | Path | None = None) -> EngineResult:
+        """Train until a stop rule fires; writes metrics, checkpoints and evaluations into the run dir."""
+        from rlightning_core.checkpoint.manager import CheckpointManager
+        from rlightning_core.engine.evaluation import Evaluator
+        from rlightning_core.run import prepare_run
+
+        cfg = self.config
+        self.run_ctx = ctx = prepare_run(cfg, run_dir, plugins=self.plugins, resume=resume_from is not None)
+        self.checkpoints = CheckpointManager(ctx.run_dir / "checkpoints", keep_last=cfg.checkpoint.keep_last,
+                                             keep_best=cfg.checkpoint.keep_best)
+        status, reason, started = "completed", "total_steps", False
+        error: BaseException | None = None
+        progress = ProgressBar(cfg.engine.total_steps, enabled=cfg.logging.progress)
+        try:
+            if resume_from is not None:
+                self.load_checkpoint(resume_from)
+            else:
+                seed_everything(cfg.seed)
+                self.env_group_reset()
+            self.evaluator = Evaluator(cfg.env, self.policy_group.rollout, self.preprocessors,
+                                       episodes=cfg.engine.eval_episodes, seed=cfg.seed,
+                                       registry=self.plugins.registry)
+            self.plugins.call_each("on_run_start", config=cfg, run_dir=ctx.run_dir)
+            started = True
+            reason = self._loop(progress)
+        except KeyboardInterrupt as exc:
+            status, error, reason = "interrupted", exc, "interrupted"
+            if started:
+                self._save_checkpoint()
+        except BaseException as exc:
+            status, error = "failed", exc
+            raise
+        finally:
+            progress.close()
+            if started:
+                if status != "failed":
+                    self._print_profile()
+                self.plugins.call_each("on_run_end", run_dir=ctx.run_dir, status=status, error=error)
+            ctx.close()
+            if self.evaluator is not None:
+                self.evaluator.close()
+        return EngineResult(run_dir=ctx.run_dir, iterations=self.iteration_count, env_steps=self.env_steps,
+                            train_s=self.train_s, stop_reason=reason, last_eval_return=self.last_eval,
+                            best_eval_return=self.best_eval, profile=dict(self.profile))
+
+    def env_group_reset(self) -> None:
+        """Seed and reset every runner's envs (worker ``w`` of config ``c`` gets ``derive_seed(seed, 1, c, w)``)."""
+        from rlightning_core.env.seeding import derive_seed
+
+        group = self.env_group
+        for w, runner in enumerate(self.runners):
+            runner.reset(seed=derive_seed(self.config.seed, 1, group.config_indices[w], group.worker_indices[w]))
+
+    def _loop(self, progress: ProgressBar) -> str:
+        cfg = self.config.engine
+        ccfg = self.config.checkpoint
+        while True:
+            t0 = time.perf_counter()
+            metrics = self.iteration()
+            self.train_s += time.perf_counter() - t0
+            self.iteration_count += 1
+            it = self.iteration_count
+            metrics.update(self._episode_metrics())
+            metrics["time/train_s"] = self.train_s
+            metrics["perf/sps"] = self.env_steps / self.train_s if self.train_s > 0 else 0.0
+            metrics["iteration"] = it
+            reason = None
+            evaluated = False
+            if self.env_steps >= cfg.total_steps:
+                reason = "total_steps"
+            elif cfg.time_limit_s is not None and self.train_s >= cfg.time_limit_s:
+                reason = "time_limit"
+            if (cfg.eval_every and it % cfg.eval_every == 0) or (reason is not None):
+                metrics.update(self._evaluate())
+                evaluated = True
+                if (cfg.target_eval_return is not None and self.last_eval is not None
+                        and self.last_eval >= cfg.target_eval_return):
+                    reason = reason or "target_eval_return"
+            if it % self.config.logging.log_every == 0 or reason is not None:
+                self.run_ctx.hub.log(self.env_steps, metrics)
+            if (ccfg.every and it % ccfg.every == 0) or (reason is not None and ccfg.at_end):
+                self._save_checkpoint(self.last_eval if evaluated else None)
+            progress.update(self.env_steps, sps=metrics["perf/sps"], train_s=self.train_s,
+                            eval_return=self.last_eval)
+            if reason is not None:
+                return reason
+
+    # -- pieces ------------------------------------------------------------------------------------------
+    def record_rollout(self, stats: RolloutStats) -> None:
+        """Account one runner's chunk: steps, timings, finished episodes, env metrics."""
+        self.env_steps += stats.steps
+        self.profile["env"] += stats.env_s
+        self.profile["inference"] += stats.inference_s
+        window = self._episode_window.setdefault(stats.label, deque(maxlen=100))
+        for ep in stats.episodes:
+            window.append((ep.episode_return, ep.length))
+        for key, values in stats.metrics.items():
+            self._pending_env_metrics.setdefault(f"env/{stats.label}/{key}", []).extend(values)
+
+    def _episode_metrics(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        everything: list[tuple[float, int]] = []
+        for label, window in self._episode_window.items():
+            if window:
+                rets = [r for r, _ in window]
+                out[f"env/{label}/episode_return_mean"] = float(np.mean(rets))
+                everything.extend(window)
+        if everything:
+            out["rollout/episode_return_mean"] = float(np.mean([r for r, _ in everything]))
+            out["rollout/episode_length_mean"] = float(np.mean([n for _, n in everything]))
+        for key, values in self._pending_env_metrics.items():
+            if values:
+                out[key] = float(np.mean(values))
+        self._pending_env_metrics = {}
+        return out
+
+    def _evaluate(self) -> dict[str, float]:
+        t0 = time.perf_counter()
+        metrics = self.evaluator.evaluate()
+        self.profile["eval"] += time.perf_counter() - t0
+        self.last_eval = metrics["eval/episode_return_mean"]
+        if self.best_eval is None or self.last_eval > self.best_eval:
+            self.best_eval = self.last_eval
+        return metrics
+
+    # -- checkpoints -------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue: policy, preprocessors, buffer, envs, counters, RNGs."""
+        from rlightning_core.checkpoint.rng import capture_rng_state
+
+        return {
+            "policy": self.policy_group.state_dict(),
+            "preprocessors": [p.state_dict() for p in self.preprocessors],
+            "buffer": self.buffer.state_dict(),
+            "runners": [r.state_dict() for r in self.runners],
+            "engine": {"iteration": self.iteration_count, "env_steps": self.env_steps, "train_s": self.train_s,
+                       "best_eval": self.best_eval, "last_eval": self.last_eval,
+                       "episode_window": {k: [list(x) for x in v] for k, v in self._episode_window.items()}},
+            "rng": capture_rng_state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`; envs that cannot restore their state are reset (logged)."""
+        from rlightning_core.checkpoint.rng import restore_rng_state
+
+        self.policy_group.load_state_dict(state["policy"])
+        for p, s in zip(self.preprocessors, state["preprocessors"], strict=True):
+            p.load_state_dict(s)
+        self.buffer.load_state_dict(state["buffer"])
+        eng = state["engine"]
+        self.iteration_count, self.env_steps = int(eng["iteration"]), int(eng["env_steps"])
+        self.train_s, self.best_eval, self.last_eval = float(eng["train_s"]), eng["best_eval"], eng["last_eval"]
+        self._episode_window = {k: deque([tuple(x) for x in v], maxlen=100)
+                                for k, v in eng["episode_window"].items()}
+        restored = [r.load_state_dict(s) for r, s in zip(self.runners, state["runners"], strict=True)]
+        if not all(restored):
+            log.warning("the envs cannot save their state: resuming with freshly reset envs "
+                        "(episodes in flight at the checkpoint are dropped)")
+            from rlightning_core.env.seeding import derive_seed
+
+            for w, (runner, ok) in enumerate(zip(self.runners, restored, strict=True)):
+                if not ok:
+                    runner.reset(seed=derive_seed(self.config.seed, 5, w, self.iteration_count))
+        restore_rng_state(state["rng"])
+
+    def _save_checkpoint(self, eval_return: float | None = None) -> None:
+        from rlightning_core.checkpoint.manager import to_tensor_tree
+
+        t0 = time.perf_counter()
+        state = self.state_dict()
+        for key in NUMPY_SECTIONS:  # numpy parts travel as tensors (weights_only-loadable), dtypes kept
+            state[key] = to_tensor_tree(state[key])
+        path = self.checkpoints.save(state, step=self.env_steps,
+                                     iteration=self.iteration_count, eval_return=eval_return,
+                                     manifest=self.run_ctx.manifest)
+        self.profile["checkpoint"] += time.perf_counter() - t0
+        self.plugins.call_each("on_checkpoint", path=path, step=self.env_steps)
+
+    def load_checkpoint(self, path: str | Path) -> None:
+        """Resume from a checkpoint file, checkpoints dir or run dir (manifest checked first)."""
+        from rlightning_core.checkpoint.manager import (
+            CheckpointManager,
+            check_manifest,
+            resolve_checkpoint,
+            to_numpy_tree,
+        )
+        from rlightning_core.errors import UserError
+
+        file = resolve_checkpoint(path)
+        state, manifest = CheckpointManager.load(file)
+        problems = check_manifest(manifest, expected=self.run_ctx.manifest)
+        if problems:
+            raise UserError(f"cannot resume from {file}:\n  " + "\n  ".join(problems))
+        for key in NUMPY_SECTIONS:
+            state[key] = to_numpy_tree(state[key])
+        self.load_state_dict(state)
+        log.info("resumed from %s at iteration %d (%d env steps)", file, self.iteration_count, self.env_steps)
+
+    def _print_profile(self) -> None:
+        total = sum(self.profile.values()) or 1.0
+        parts = ", ".join(f"{k} {v:.2f}s ({v / total:.0%})" for k, v in self.profile.items() if v > 0)
+        log.info("time by phase: %s", parts)
+        if self.run_ctx is not None:
+            self.run_ctx.hub.log(self.env_steps, {f"profile/{k}_s": v for k, v in self.profile.items()})
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python's, numpy's and torch's global RNGs from the run seed."""
+    import random
+
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)

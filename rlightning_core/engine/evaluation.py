@@ -1,0 +1,94 @@
+"""Evaluation on separate env instances with deterministic actions (no statistics updates)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+
+from rlightning_core.config.schema import EnvConfig
+from rlightning_core.policy.base import BasePolicy
+from rlightning_core.preprocess.base import Preprocessor
+
+__all__ = ["Evaluator"]
+
+
+class Evaluator:
+    """Runs ``episodes`` episodes per env config: one per env of a vector of ``episodes`` envs.
+
+    Taking the first episode of every env (rather than the first ``episodes`` episodes to finish) avoids
+    biasing the mean towards short episodes.
+
+    Args:
+        env_cfgs: the run's env configs (new instances are built; training envs are untouched).
+        policy: the policy to evaluate (its deterministic action is used).
+        preprocessors: observation preprocessors, applied with ``update=False``.
+        episodes: episodes per env config.
+        seed: run seed; evaluation ``k`` seeds its envs with ``derive_seed(seed, 2, config, k)``.
+        max_steps: safety bound on steps per evaluation.
+    """
+
+    def __init__(self, env_cfgs: Sequence[EnvConfig], policy: BasePolicy,
+                 preprocessors: Sequence[Preprocessor] = (), *, episodes: int = 10, seed: int = 0,
+                 registry: Any = None, max_steps: int = 1_000_000, render_mode: str | None = None) -> None:
+        from rlightning_core.env.group import build_env_group
+
+        self.policy = policy
+        self.preprocessors = list(preprocessors)
+        self.episodes = episodes
+        self.seed = seed
+        self.max_steps = max_steps
+        self.count = 0
+        self.frames: list[Any] | None = None
+        """When a list, rendered frames of every step are appended to it (for videos)."""
+        cfgs = [attrs.evolve(c, num_workers=1, num_envs=episodes) for c in env_cfgs]
+        self.group = build_env_group(cfgs, seed=seed, registry=registry, render_mode=render_mode,
+                                     seed_offset_key=2)
+
+    def evaluate(self) -> dict[str, float]:
+        """Run one evaluation; returns ``eval/episode_return_mean`` and friends (per config when several)."""
+        from rlightning_core.env.seeding import derive_seed
+
+        self.count += 1
+        metrics: dict[str, float] = {}
+        all_returns: list[float] = []
+        all_lengths: list[int] = []
+        for c, (worker, label) in enumerate(zip(self.group.workers, self.group.labels, strict=True)):
+            returns, lengths = self._run_worker(worker, derive_seed(self.seed, 2, c, self.count))
+            all_returns += returns
+            all_lengths += lengths
+            if len(self.group.workers) > 1:
+                metrics[f"eval/{label}/episode_return_mean"] = float(np.mean(returns))
+        metrics["eval/episode_return_mean"] = float(np.mean(all_returns))
+        metrics["eval/episode_return_std"] = float(np.std(all_returns))
+        metrics["eval/episode_length_mean"] = float(np.mean(all_lengths))
+        return metrics
+
+    def _run_worker(self, worker: Any, seed: int) -> tuple[list[float], list[int]]:
+        n = worker.num_envs
+        obs = worker.reset(seed=seed)
+        returns: dict[int, float] = {}
+        lengths: dict[int, int] = {}
+        steps = 0
+        while len(returns) < n:
+            for p in self.preprocessors:
+                obs = p.obs(obs, update=False)
+            out = self.policy.act(obs, deterministic=True)
+            step = worker.step(out.env_actions if out.env_actions is not None else out.actions)
+            for ep in step.episodes:
+                if ep.env_index not in returns:
+                    returns[ep.env_index] = ep.episode_return
+                    lengths[ep.env_index] = ep.length
+            if self.frames is not None and hasattr(worker, "render"):
+                self.frames.append(worker.render())
+            obs = step.obs
+            steps += 1
+            if steps > self.max_steps:
+                raise RuntimeError(f"evaluation did not finish {n} episodes within {self.max_steps} steps")
+        return [returns[i] for i in range(n)], [lengths[i] for i in range(n)]
+
+    def close(self) -> None:
+        """Release the eval envs."""
+        self.group.close()

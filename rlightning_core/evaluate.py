@@ -1,0 +1,89 @@
+"""Evaluate a saved policy: rebuild it from a checkpoint (config included) and run deterministic episodes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from rlightning_core.errors import UserError
+
+__all__ = ["evaluate_checkpoint"]
+
+
+def evaluate_checkpoint(path: str | Path, *, episodes: int = 10, seed: int | None = None, best: bool = False,
+                        video_dir: str | Path | None = None) -> dict[str, Any]:
+    """Mean/std return of the policy in ``path`` (run dir, checkpoints dir or checkpoint file).
+
+    The config saved in the checkpoint's manifest rebuilds envs, policy and preprocessors; evaluation envs
+    are seeded from ``seed`` (default: the run's seed), so repeated calls give the same numbers.
+    """
+    from rlightning_core.builders import build_policy_group
+    from rlightning_core.checkpoint.manager import CheckpointManager, resolve_checkpoint, to_numpy_tree
+    from rlightning_core.config.loading import load_config_dict
+    from rlightning_core.engine.evaluation import Evaluator
+    from rlightning_core.plugins import get_plugins
+
+    if video_dir is not None:
+        try:
+            import moviepy  # noqa: F401
+        except ImportError:
+            raise UserError("--video needs the moviepy package (pip install moviepy)") from None
+    file = resolve_checkpoint(path)
+    if best:
+        best_file = CheckpointManager(file.parent).best()
+        if best_file is None:
+            raise UserError(f"no best-by-eval checkpoint recorded in {file.parent}")
+        file = best_file
+    state, manifest = CheckpointManager.load(file)
+    if "config_yaml" not in manifest:
+        raise UserError(f"{file}: the checkpoint carries no config (written by an older rlightning?)")
+    config = load_config_dict(yaml.safe_load(manifest["config_yaml"]), source=f"{file} (saved config)")
+    state["preprocessors"] = to_numpy_tree(state["preprocessors"])
+    plugins = get_plugins()
+    run_seed = config.seed if seed is None else seed
+
+    policy_group = build_policy_group(config.policy.type, config.policy, config.cluster)
+    render_mode = "rgb_array" if video_dir is not None else None
+    probe = Evaluator(config.env, policy=None, episodes=episodes, seed=run_seed,  # type: ignore[arg-type]
+                      registry=plugins.registry, render_mode=render_mode)
+    policy_group.materialize(probe.group.observation_space, probe.group.action_space, seed=config.seed)
+    policy_group.load_state_dict(state["policy"])
+    preprocessors = []
+    for pc, pstate in zip(config.preprocessors, state["preprocessors"], strict=True):
+        spec = plugins.registry.resolve("preprocessor", pc.type)
+        pre = spec.build(pc.params, observation_space=probe.group.observation_space, num_envs=episodes)
+        pre.load_state_dict(pstate)
+        preprocessors.append(pre)
+    assert policy_group.rollout is not None
+    probe.policy, probe.preprocessors = policy_group.rollout, preprocessors
+    try:
+        if video_dir is not None:
+            probe.frames = []
+        metrics = probe.evaluate()
+        if video_dir is not None and probe.frames is not None:
+            _write_videos(probe.frames, Path(video_dir), fps=_fps(probe.group))
+    finally:
+        probe.close()
+    returns_std = metrics["eval/episode_return_std"]
+    return {"checkpoint": str(file), "episodes": episodes * len(config.env),
+            "mean": metrics["eval/episode_return_mean"], "std": returns_std, "metrics": metrics}
+
+
+def _fps(group: Any) -> int:
+    meta = getattr(group.workers[0], "metadata", None) or {}
+    return int(meta.get("render_fps", 30))
+
+
+def _write_videos(frames: list[Any], directory: Path, fps: int) -> None:
+    from gymnasium.utils.save_video import save_video
+
+    directory.mkdir(parents=True, exist_ok=True)
+    per_env: dict[int, list[np.ndarray]] = {}
+    for step_frames in frames:
+        for i, frame in enumerate(step_frames):
+            per_env.setdefault(i, []).append(np.asarray(frame))
+    for i, env_frames in per_env.items():
+        save_video(env_frames, str(directory), fps=fps, name_prefix=f"eval-env{i}", episode_trigger=lambda _: True)

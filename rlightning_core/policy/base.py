@@ -1,0 +1,154 @@
+"""The policy contract: one class serves as learner (``TRAIN``) and as rollout copy (``EVAL``).
+
+A policy component is registered with ``register(name, PolicyClass, config=Params)``; the builder calls
+``PolicyClass(params, observation_space=..., action_space=..., role=..., device=..., seed=...)``. Rollout copies
+receive weights from the learner through :meth:`BasePolicy.get_weights` / :meth:`BasePolicy.set_weights` (numpy
+arrays, so they cross process boundaries without pickling tensors).
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from typing import Any
+
+import attrs
+import numpy as np
+
+__all__ = ["BasePolicy", "PolicyOutput", "PolicyRole"]
+
+
+class PolicyRole(enum.Enum):
+    """What a policy instance is for."""
+
+    TRAIN = "train"
+    """A learner: owns the optimizer, runs :meth:`BasePolicy.learn`."""
+    EVAL = "eval"
+    """A rollout / inference copy: runs :meth:`BasePolicy.act`, receives weights."""
+
+
+@attrs.define(slots=True)
+class PolicyOutput:
+    """What :meth:`BasePolicy.act` returns for a batch of observations."""
+
+    actions: np.ndarray
+    """One action per observation, in the env's action format."""
+    extras: dict[str, np.ndarray] = attrs.Factory(dict)
+    """Per-step values the learner needs and the buffer stores (e.g. ``log_prob``, ``value``)."""
+    env_actions: np.ndarray | None = None
+    """What to send to the envs when it differs from ``actions`` (e.g. clipped to the action bounds while
+    the unclipped sample is stored for the log-probability)."""
+
+
+class BasePolicy(ABC):
+    """Base class of policies / algorithms.
+
+    Subclasses implement :meth:`act` (rollout), :meth:`learn` (training), and expose their torch modules
+    through :meth:`modules` so that weights, state and device handling work generically.
+
+    Args:
+        params: the structured params instance (the config class registered with the policy).
+        observation_space: single-env observation space.
+        action_space: single-env action space.
+        role: ``TRAIN`` or ``EVAL``.
+        device: torch device string (``auto`` resolved by the builder).
+        seed: seed of this instance's RNGs.
+    """
+
+    #: Buffer type this algorithm is written for; used when the config leaves ``buffer.type`` at its default.
+    default_buffer: str = "rollout"
+    #: Extras (name -> (shape, numpy dtype)) that :meth:`act` returns and the buffer must store.
+    extras_spec: dict[str, tuple[tuple[int, ...], Any]] = {}
+
+    def __init__(
+        self,
+        params: Any,
+        *,
+        observation_space: Any,
+        action_space: Any,
+        role: PolicyRole,
+        device: str = "cpu",
+        seed: int = 0,
+    ) -> None:
+        self.params = params
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.role = role
+        self.device = device
+        self.seed = seed
+        self.weight_version = 0
+
+    # -- rollout ---------------------------------------------------------------------------------------------
+    @abstractmethod
+    def act(self, obs: np.ndarray, *, deterministic: bool = False) -> PolicyOutput:
+        """Choose actions for a batch of observations (numpy in, numpy out)."""
+
+    def value(self, obs: np.ndarray) -> np.ndarray:
+        """State values of a batch of observations, for bootstrapping truncated episodes (actor-critics)."""
+        raise NotImplementedError(f"{type(self).__name__} does not estimate state values")
+
+    # -- training --------------------------------------------------------------------------------------------
+    @abstractmethod
+    def learn(self, buffer: Any, *, progress: float = 0.0) -> dict[str, float]:
+        """Update parameters from ``buffer``; returns metrics (``loss/policy``, ...).
+
+        Args:
+            buffer: the run's data buffer (a ``RolloutBuffer`` for on-policy algorithms).
+            progress: fraction of the training budget already used, in ``[0, 1]`` (for schedules).
+        """
+
+    # -- state -----------------------------------------------------------------------------------------------
+    @abstractmethod
+    def modules(self) -> dict[str, Any]:
+        """The torch modules whose parameters make up the policy's weights, by name."""
+
+    def optimizers(self) -> dict[str, Any]:
+        """The torch optimizers, by name (learners only)."""
+        return {}
+
+    def get_weights(self) -> dict[str, np.ndarray]:
+        """Parameters and buffers of :meth:`modules` as numpy arrays (``module.name`` keys)."""
+        out: dict[str, np.ndarray] = {}
+        for mname, module in self.modules().items():
+            for key, tensor in module.state_dict().items():
+                out[f"{mname}.{key}"] = tensor.detach().cpu().numpy().copy()
+        return out
+
+    def set_weights(self, weights: dict[str, Any], version: int | None = None) -> None:
+        """Copy ``weights`` (numpy arrays or tensors, as from :meth:`get_weights`) into the modules in place."""
+        import torch
+
+        with torch.no_grad():
+            for mname, module in self.modules().items():
+                state = module.state_dict()
+                for key, tensor in state.items():
+                    src = weights[f"{mname}.{key}"]
+                    tensor.copy_(torch.as_tensor(src) if not isinstance(src, torch.Tensor) else src)
+        if version is not None:
+            self.weight_version = version
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume: module and optimizer states, and subclass extras."""
+        return {
+            "modules": {n: m.state_dict() for n, m in self.modules().items()},
+            "optimizers": {n: o.state_dict() for n, o in self.optimizers().items()},
+            "weight_version": self.weight_version,
+            "extra": self.extra_state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        for name, module in self.modules().items():
+            module.load_state_dict(state["modules"][name])
+        for name, opt in self.optimizers().items():
+            if name in state.get("optimizers", {}):
+                opt.load_state_dict(state["optimizers"][name])
+        self.weight_version = int(state.get("weight_version", 0))
+        self.load_extra_state(state.get("extra", {}))
+
+    def extra_state(self) -> dict[str, Any]:
+        """Subclass state beyond modules and optimizers (schedules, counters); tensors and plain types only."""
+        return {}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`extra_state`."""

@@ -1,0 +1,116 @@
+"""PolicyGroup: the learner(s) and rollout copies of one registered policy class.
+
+In ``local`` mode the group holds plain objects in this process: one learner (``TRAIN``) and one rollout copy
+(``EVAL``) shared by the in-process env runners; weights move by tensor ``copy_`` (the ``local`` sync
+strategy). Ray mode places the same class in actors behind the same methods.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlightning_core.config.schema import ClusterConfig, PolicyConfig
+from rlightning_core.errors import ConfigError
+from rlightning_core.policy.base import BasePolicy, PolicyRole
+from rlightning_core.registry import ComponentSpec
+
+__all__ = ["PolicyGroup", "resolve_device"]
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` -> ``cuda`` when a GPU is visible, else ``cpu``; anything else unchanged."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class PolicyGroup:
+    """Learner and rollout policies built from one registered policy component.
+
+    Construction records what to build; :meth:`materialize` builds the policies once the env spaces are
+    known (``build_engine`` does it), so the builder API needs no spaces.
+    """
+
+    def __init__(self, spec: ComponentSpec, policy_cfg: PolicyConfig, cluster_cfg: ClusterConfig, *,
+                 backend: str = "auto", is_colocated: bool = False) -> None:
+        self.spec = spec
+        self.policy_cfg = policy_cfg
+        self.cluster_cfg = cluster_cfg
+        self.backend = backend
+        self.is_colocated = is_colocated
+        self.learner: BasePolicy | None = None
+        self.rollout: BasePolicy | None = None
+        self.version = 0
+        if cluster_cfg.mode == "local" and cluster_cfg.train_workers > 1:
+            raise ConfigError([f"cluster.train_workers: {cluster_cfg.train_workers} learners need "
+                               "cluster.mode: ray (data-parallel training); local mode trains with one"])
+
+    @property
+    def materialized(self) -> bool:
+        """Whether the policies exist yet."""
+        return self.learner is not None
+
+    def _build(self, role: PolicyRole, *, observation_space: Any, action_space: Any, device: str,
+               seed: int) -> BasePolicy:
+        policy = self.spec.build(self.policy_cfg.params, observation_space=observation_space,
+                                 action_space=action_space, role=role, device=device, seed=seed)
+        if not isinstance(policy, BasePolicy):
+            raise TypeError(f"policy {self.spec.name!r} from {self.spec.distribution} built a "
+                            f"{type(policy).__name__}, which does not derive from rlightning_core BasePolicy")
+        return policy
+
+    def materialize(self, observation_space: Any, action_space: Any, *, seed: int = 0) -> None:
+        """Build the learner and the rollout copy, and make their weights equal."""
+        from rlightning_core.env.seeding import derive_seed
+
+        if self.materialized:
+            return
+        import torch
+
+        torch.set_num_threads(self.policy_cfg.num_threads)
+        self.learner = self._build(PolicyRole.TRAIN, observation_space=observation_space,
+                                   action_space=action_space, device=resolve_device(self.policy_cfg.device),
+                                   seed=derive_seed(seed, 3, 0))
+        self.rollout = self._build(PolicyRole.EVAL, observation_space=observation_space,
+                                   action_space=action_space,
+                                   device=resolve_device(self.policy_cfg.rollout_device),
+                                   seed=derive_seed(seed, 4, 0))
+        self.sync_weights()
+
+    def learn(self, buffer: Any, *, progress: float) -> dict[str, float]:
+        """One learning phase on the learner."""
+        assert self.learner is not None, "materialize() first"
+        return self.learner.learn(buffer, progress=progress)
+
+    def sync_weights(self) -> int:
+        """Copy the learner's weights into the rollout copy (``local`` strategy); returns the new version."""
+        assert self.learner is not None and self.rollout is not None, "materialize() first"
+        import torch
+
+        self.version += 1
+        with torch.no_grad():
+            for name, src_module in self.learner.modules().items():
+                dst_state = self.rollout.modules()[name].state_dict()
+                for key, src in src_module.state_dict().items():
+                    dst_state[key].copy_(src)
+        self.rollout.weight_version = self.version
+        return self.version
+
+    def state_dict(self) -> dict[str, Any]:
+        """The learner's full state and the sync version."""
+        assert self.learner is not None
+        return {"learner": self.learner.state_dict(), "version": self.version,
+                "rollout_extra": self.rollout.extra_state() if self.rollout is not None else {}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore the learner and re-sync the rollout copy."""
+        assert self.learner is not None and self.rollout is not None
+        self.learner.load_state_dict(state["learner"])
+        self.rollout.load_extra_state(state.get("rollout_extra", {}))
+        self.version = int(state["version"]) - 1
+        self.sync_weights()
+
+    def close(self) -> None:
+        """Release resources (nothing to do in one process)."""

@@ -1,0 +1,141 @@
+"""A run on disk: its directory, saved config, manifest, loggers and lifecycle hooks.
+
+Only the driver writes the run directory (DESIGN §7). Layout::
+
+    RUN_DIR/config.yaml       the resolved config (defaults included)
+    RUN_DIR/metrics.jsonl     one JSON object per logging step
+    RUN_DIR/checkpoints/      atomic checkpoints + index.json
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from rlightning_core._version import PLUGIN_API_VERSION, __version__
+from rlightning_core.config.converter import unstructure
+from rlightning_core.config.loading import component_slots, config_to_yaml
+from rlightning_core.config.schema import MainConfig
+from rlightning_core.logging.hub import MetricsHub
+
+__all__ = ["RunContext", "build_manifest", "config_hash", "default_run_dir", "prepare_run"]
+
+#: Config sections that may change between a run and its resume without invalidating the checkpoint.
+RESUMABLE_CHANGES = ("engine.total_steps", "engine.time_limit_s", "engine.target_eval_return",
+                     "engine.eval_every", "engine.eval_episodes", "logging", "checkpoint", "run_dir", "name")
+
+
+def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(data, dict):
+        out: dict[str, Any] = {}
+        for k, v in data.items():
+            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    if isinstance(data, list):
+        out = {}
+        for i, v in enumerate(data):
+            out.update(_flatten(v, f"{prefix}[{i}]"))
+        return out or {prefix: []}
+    return {prefix: data}
+
+
+def training_fields(config: MainConfig) -> dict[str, Any]:
+    """The flattened config without the keys a resume may change (what the config hash covers)."""
+    flat = _flatten(unstructure(config))
+    return {k: v for k, v in flat.items()
+            if not any(k == r or k.startswith(r + ".") or k.startswith(r + "[") for r in RESUMABLE_CHANGES)}
+
+
+def config_hash(config: MainConfig) -> str:
+    """sha256 of the training-relevant config (stable across key order and resumable changes)."""
+    blob = json.dumps(training_fields(config), sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def build_manifest(config: MainConfig, plugins: Any) -> dict[str, Any]:
+    """What a checkpoint was made with: versions, components' providers, config hash, seed ledger."""
+    components = {}
+    for path, kind, comp in component_slots(config):
+        spec = plugins.registry.resolve(kind, comp.type)
+        components[path] = {"kind": kind, "name": spec.name, "distribution": spec.distribution,
+                            "version": spec.version}
+    return {
+        "format": 1,
+        "rlightning": __version__,
+        "plugin_api": PLUGIN_API_VERSION,
+        "plugins": {p.distribution: p.version for p in plugins.plugins if p.status == "loaded"},
+        "components": components,
+        "config_hash": config_hash(config),
+        "training_config": {k: v for k, v in training_fields(config).items()},
+        "seed_ledger": {
+            "seed": config.seed,
+            "derivation": "numpy SeedSequence([seed, *keys]): env worker (1, config, worker), eval env "
+                          "(2, config, evaluation), learner (3, rank), rollout copy (4, index)",
+        },
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "config_yaml": config_to_yaml(config),
+    }
+
+
+def default_run_dir(config: MainConfig, root: str | Path = "runs") -> Path:
+    """``runs/<name>-<YYYYmmdd-HHMMSS>``; the name defaults to ``<env label>-<policy type>``."""
+    name = config.name or f"{config.env[0].label}-{config.policy.type}"
+    safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in name)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path = Path(root) / f"{safe}-{stamp}"
+    n = 1
+    while path.exists():
+        n += 1
+        path = Path(root) / f"{safe}-{stamp}-{n}"
+    return path
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temp file and rename (readers never see half a file)."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with tmp.open("w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+@attrs.define
+class RunContext:
+    """Everything a running engine writes to."""
+
+    run_dir: Path
+    config: MainConfig
+    hub: MetricsHub
+    plugins: Any
+    manifest: dict[str, Any]
+    resumed: bool = False
+
+    def close(self) -> None:
+        """Flush and close loggers."""
+        self.hub.close()
+
+
+def prepare_run(config: MainConfig, run_dir: str | Path | None = None, *, plugins: Any = None,
+                resume: bool = False) -> RunContext:
+    """Create (or reopen, when resuming) the run directory, save the config, build the loggers."""
+    if plugins is None:
+        from rlightning_core.plugins import get_plugins
+
+        plugins = get_plugins()
+    path = Path(run_dir or config.run_dir or default_run_dir(config))
+    path.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path / "config.yaml", config_to_yaml(attrs.evolve(config, run_dir=str(path))))
+    loggers = []
+    for lc in config.logging.loggers:
+        spec = plugins.registry.resolve("logger", lc.type)
+        loggers.append(spec.build(lc.params, run_dir=path))
+    hub = MetricsHub(path, loggers, plugins)
+    return RunContext(run_dir=path, config=config, hub=hub, plugins=plugins,
+                      manifest=build_manifest(config, plugins), resumed=resume)

@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CARTPOLE = ROOT / "examples" / "cartpole_ppo.yaml"
+
+
+def _have(kind: str, name: str) -> bool:
+    from rlightning_core.plugins import get_plugins
+
+    return name in get_plugins().registry.names(kind)
+
+
+@pytest.fixture(scope="session")
+def training_plugins() -> None:
+    """Skip when the gymnasium and ppo plugin distributions are not installed (the core-only matrix cell)."""
+    if not (_have("env", "gymnasium") and _have("policy", "ppo")):
+        pytest.skip("needs the rlightning-gymnasium and rlightning-ppo plugins installed")
+
+
+def _cartpole_config(*overrides: str):
+    from rlightning_core import load_config
+
+    return load_config(CARTPOLE, ["logging.progress=false", *overrides])
+
+
+def _build_run(config):
+    from rlightning_core.builders import build_data_buffer, build_engine, build_env_group, build_policy_group
+
+    env_group = build_env_group(config.env, seed=config.seed)
+    policy_group = build_policy_group(config.policy.type, config.policy, config.cluster)
+    buffer = build_data_buffer(config.buffer.type, config.buffer)
+    return build_engine(config, env_group, policy_group, buffer)
+
+
+def _learner_params(engine):
+    return {k: v.detach().clone() for k, v in engine.policy_group.learner.net.state_dict().items()}
+
+
+@pytest.fixture
+def cartpole_config():
+    """``cartpole_config(*overrides)``: examples/cartpole_ppo.yaml, resolved, without the progress bar."""
+    return _cartpole_config
+
+
+@pytest.fixture
+def build_run():
+    """``build_run(config)``: the DESIGN §5 builder sequence, returning the engine."""
+    return _build_run
+
+
+@pytest.fixture
+def learner_params():
+    """``learner_params(engine)``: a copy of the learner network's state."""
+    return _learner_params
