@@ -27,7 +27,8 @@ def list_plugins(as_json: bool, kind: str | None, check: bool, verbose: bool) ->
     plugins = get_plugins()
     rows = [p.to_json() for p in plugins.plugins]
     if kind is not None:
-        rows = [r for r in rows if kind in r["provides"]]
+        # broken plugins stay listed: they may be the ones that should have provided this kind
+        rows = [r for r in rows if kind in r["provides"] or r["status"] in ("error", "incompatible")]
     components = _components(plugins, kind)
     checks = _run_checks([r["name"] for r in rows]) if check else {}
     if as_json:

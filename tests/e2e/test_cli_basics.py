@@ -57,14 +57,14 @@ def register_commands(cli):
 # A heavy import at module top, which `list-plugins --check` reports. Ray is as real an offender as torch and
 # imports several times faster, which keeps this test quick.
 HEAVY_PLUGIN = '''
-import ray
+import torch
 
 from rlightning_core import hookimpl
 
 
 @hookimpl
 def register_envs(register):
-    register("heavy-env", lambda **kw: ray.is_initialized())
+    register("heavy-env", lambda **kw: torch.zeros(1))
 '''
 
 LIGHT_PLUGIN = '''
@@ -220,14 +220,17 @@ def test_list_plugins_kind_filter(cli):
     result = cli("list-plugins", "--json", "--kind", "policy")
     assert_clean(result)
     payload = json.loads(result.stdout)
-    names = [row["name"] for row in payload["plugins"] if row["name"] != "builtin"]
+    names = [row["name"] for row in payload["plugins"] if row["name"] != "builtin" and row["status"] == "loaded"]
     assert names == ["rlightning-test-dummy"]
+    # plugins that failed to load stay listed under any kind: they may be what should have provided it
+    assert {row["name"] for row in payload["plugins"] if row["status"] == "error"} == {"rlt-cli-broken"}
     assert {c["kind"] for c in payload["components"]} == {"policy"}
     assert [c["name"] for c in payload["components"] if c["distribution"] != "rlightning"] == ["dummy-policy"]
 
     table = cli("list-plugins", "--kind", "env")
     assert_clean(table)
-    names = [line.split()[0] for line in table.stdout.splitlines()[1:] if line.strip()]
+    rows = [line.split() for line in table.stdout.splitlines()[1:] if line.strip()]
+    names = [r[0] for r in rows if len(r) > 3 and r[3] == "loaded"]
     assert [n for n in names if n != "builtin"] == ["rlightning-test-dummy", "rlightning-test-twin"]
 
     bad = cli("list-plugins", "--kind", "model")
@@ -268,7 +271,7 @@ def test_list_plugins_check_reports_heavy_imports(make_plugin_dist, rlightning_c
                             pythonpath=make_plugin_dist.pythonpath, allow=["rlt-cli-heavy", "rlt-cli-light"])
     assert result.returncode == 1, result.output
     assert "Traceback" not in result.output
-    assert ("check rlt-cli-heavy: FAILED (imports ray at import time (move heavy imports into factories))"
+    assert ("check rlt-cli-heavy: FAILED (imports torch at import time (move heavy imports into factories))"
             in result.stdout)
     assert "check rlt-cli-light: ok" in result.stdout
 

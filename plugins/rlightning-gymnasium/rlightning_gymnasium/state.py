@@ -87,8 +87,14 @@ def env_state(env: gymnasium.Env) -> list[dict[str, Any]] | None:
     try:
         return [_attrs(layer, type(layer).__name__, 0) for layer in _layers(env)]
     except EnvStateError as exc:
-        log.info("cannot save the state of %s: %s", env, exc)
+        reason = (type(env.unwrapped).__qualname__, str(exc))
+        if reason not in _REPORTED:  # once per env type and reason, not at every checkpoint
+            _REPORTED.add(reason)
+            log.info("cannot save the state of %s: %s (a resumed run resets it)", env, exc)
         return None
+
+
+_REPORTED: set[tuple[str, str]] = set()
 
 
 def _restore(current: Any, saved: Any, path: str) -> Any:

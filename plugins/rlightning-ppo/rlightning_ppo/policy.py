@@ -29,6 +29,15 @@ def _space_info(observation_space: Any, action_space: Any) -> tuple[int, int, bo
     raise TypeError(f"ppo supports Discrete and 1-D Box action spaces, got {action_space}")
 
 
+def _adam(parameters: Any, params: PPOParams) -> torch.optim.Optimizer:
+    """Adam with the fused kernel where torch has one (one kernel per step instead of ~10 per tensor)."""
+    parameters = list(parameters)
+    try:
+        return torch.optim.Adam(parameters, lr=params.lr, eps=params.adam_eps, fused=True)
+    except (RuntimeError, TypeError):
+        return torch.optim.Adam(parameters, lr=params.lr, eps=params.adam_eps, foreach=True)
+
+
 def _explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
     """1 - Var[returns - values] / Var[returns]: 1 is a perfect critic, <= 0 no better than a constant."""
     var = returns.var().item()
@@ -55,8 +64,7 @@ class PPOPolicy(BasePolicy):
         if not self.discrete:
             self.low = torch.as_tensor(action_space.low, dtype=torch.float32)
             self.high = torch.as_tensor(action_space.high, dtype=torch.float32)
-        self.optimizer = (torch.optim.Adam(self.net.parameters(), lr=params.lr, eps=params.adam_eps)
-                          if role is PolicyRole.TRAIN else None)
+        self.optimizer = _adam(self.net.parameters(), params) if role is PolicyRole.TRAIN else None
 
     # -- rollout ---------------------------------------------------------------------------------------------
     def _obs(self, obs: np.ndarray) -> torch.Tensor:

@@ -1,0 +1,33 @@
+"""Numbers an env reports in info["metrics"] reach every logger under env/<label>/..."""
+
+from __future__ import annotations
+
+import json
+
+import gymnasium as gym
+import pytest
+
+pytestmark = pytest.mark.usefixtures("training_plugins")
+
+
+class AngleReportingCartPole(gym.Wrapper):
+    """CartPole that reports |pole angle| as an env-side metric on every step."""
+
+    def __init__(self, **kwargs):
+        super().__init__(gym.make("CartPole-v1", **kwargs))
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, reward, terminated, truncated, {**info, "metrics": {"pole_angle": abs(float(obs[2]))}}
+
+
+def test_env_metrics_are_aggregated_per_env_config(tmp_path, cartpole_config, build_run):
+    if "AngleCartPole-v0" not in gym.registry:
+        gym.register("AngleCartPole-v0", entry_point=AngleReportingCartPole, max_episode_steps=500)
+    config = cartpole_config("env.params.id=AngleCartPole-v0", "env.name=angle", "engine.total_steps=512",
+                             "engine.eval_every=0", "checkpoint.every=0")
+    build_run(config).run(tmp_path / "run")
+    rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    values = [r["env/angle/pole_angle"] for r in rows if "env/angle/pole_angle" in r]
+    assert len(values) == 2
+    assert all(0 <= v < 0.21 for v in values)  # CartPole terminates beyond 12 degrees (0.2095 rad)
