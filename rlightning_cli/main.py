@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import click
 
 from rlightning_core._version import PLUGIN_API_VERSION, __version__
-from rlightning_core.errors import PluginLoadError, UserError
+from rlightning_core.errors import PluginLoadError, RlightningError, UserError
 
 
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -77,6 +77,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     except (UserError, PluginLoadError) as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(2)
+    except RlightningError as exc:  # a run failed for a reason that is not a bug (e.g. a worker died)
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(1)
     except KeyboardInterrupt:
         click.echo("Interrupted.", err=True)
         sys.exit(130)

@@ -123,8 +123,6 @@ def build_policy_group(
     """
     spec = _registry(registry).resolve("policy", policy_cls)
     cfg = attrs.evolve(policy_cfg, params=_params(spec, policy_cfg.params, "policy"))
-    if cluster_cfg.mode != "local":
-        raise ConfigError(["cluster.mode: 'ray' is not available in this version yet; use 'local'"])
     return PolicyGroup(spec, cfg, cluster_cfg, backend=backend, is_colocated=is_colocated)
 
 

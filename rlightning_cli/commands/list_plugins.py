@@ -19,7 +19,8 @@ from rlightning_core.types import KINDS
 @click.option("--kind", type=click.Choice(KINDS), help="Only plugins providing this kind of component.")
 @click.option("--check", is_flag=True,
               help="Import each plugin in a separate process, validate its hooks, report heavy imports.")
-@click.option("--verbose", "-v", is_flag=True, help="Per component: description, config class and defaults.")
+@click.option("--verbose", "-v", is_flag=True,
+              help="Per component: description, config class, defaults and field docs.")
 def list_plugins(as_json: bool, kind: str | None, check: bool, verbose: bool) -> int:
     """List installed plugins: distribution, version, components by kind, hooks, status."""
     from rlightning_core.plugins import get_plugins
@@ -45,7 +46,11 @@ def _components(plugins: Any, kind: str | None) -> list[dict[str, Any]]:
     out = []
     for spec in plugins.registry.specs(kind):
         defaults: dict[str, Any] | None = None
+        docs: dict[str, str] | None = None
         if spec.config is not None:
+            from rlightning_cli.fielddocs import field_docs
+
+            docs = {name: " ".join(doc.split()) for name, doc in field_docs(spec.config).items()}
             defaults = {}
             for f in attrs.fields(spec.config):
                 d = f.default
@@ -58,6 +63,7 @@ def _components(plugins: Any, kind: str | None) -> list[dict[str, Any]]:
             "description": spec.description,
             "config": f"{spec.config.__module__}.{spec.config.__qualname__}" if spec.config else None,
             "defaults": defaults,
+            "docs": docs,
         })
     return out
 
@@ -94,6 +100,9 @@ def _print_table(rows: list[dict[str, Any]], components: list[dict[str, Any]] | 
                 click.echo(f"      config: {c['config']}")
                 for key, value in (c["defaults"] or {}).items():
                     click.echo(f"        {key} = {value!r}" if value != "<required>" else f"        {key} (required)")
+                    doc = (c["docs"] or {}).get(key)
+                    if doc:
+                        click.echo(f"            {doc.replace('``', '`')}")
     for name, c in checks.items():
         state = "ok" if c["ok"] else "FAILED"
         extra = f" ({c['detail']})" if c["detail"] else ""

@@ -53,6 +53,18 @@ def describe_plan(config: Any, config_file: str, run_dir: str | None) -> list[st
                  + (" + best" if c.keep_best else ""))
     loggers = ", ".join(["metrics.jsonl", *(lg.type for lg in config.logging.loggers)])
     lines.append(f"  loggers: {loggers}")
+    if config.cluster.mode == "ray":
+        from rlightning_core.distributed.placement import PlacementPlan
+
+        labels = [e.label for e in config.env for _ in range(e.num_workers)]
+        lines.extend(f"  {x}" for x in PlacementPlan.for_run(config).describe(labels))
+        sync = "broadcast" if config.cluster.weight_sync == "auto" else config.cluster.weight_sync
+        backend = config.cluster.backend if config.cluster.backend != "auto" else (
+            "nccl" if config.cluster.learner_num_gpus > 0 else "gloo")
+        lines.append(f"  weight sync: {sync}" + (f" over {backend}, learner rank 0 -> {len(labels)} env-runner "
+                                                  "rank(s)" if sync == "broadcast" else " (one ray.put per sync)"))
+        where = config.cluster.address or "a local cluster started for the run"
+        lines.append(f"  cluster: {where}")
     lines.append(f"  run dir: {run_dir or config.run_dir or 'runs/<name>-<timestamp> (created at start)'}")
     return lines
 
@@ -86,7 +98,7 @@ def train(config_file: str, overrides: tuple[str, ...], run_dir: str | None, res
 
     target = Path(run_dir) if run_dir else Path(config.run_dir) if config.run_dir else default_run_dir(config)
     click.echo(f"Run directory: {target}", err=True)
-    env_group = build_env_group(config.env, seed=config.seed)
+    env_group = build_env_group(config.env, seed=config.seed, cluster=config.cluster)
     try:
         policy_group = build_policy_group(config.policy.type, config.policy, config.cluster)
         buffer = build_data_buffer(config.buffer.type, config.buffer)

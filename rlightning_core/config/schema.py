@@ -51,6 +51,8 @@ class EnvConfig(ComponentConfig):
     """Environments per worker, stepped together as one vector env."""
     num_cpus: float = field(default=1.0, validator=ge(0))
     """CPUs each env worker actor reserves in ray mode."""
+    bundle: int | None = field(default=None, validator=ge(0))
+    """Placement-group bundle of these workers when ``cluster.placement`` is ``manual``."""
 
     @property
     def label(self) -> str:
@@ -146,6 +148,18 @@ class ClusterConfig:
     """CPUs each rollout actor reserves."""
     rollout_num_gpus: float = field(default=0.0, validator=ge(0))
     """GPUs each rollout actor reserves."""
+    bundles: list[dict[str, float]] = Factory(list)
+    """Bundles (e.g. ``[{CPU: 2, GPU: 1}, {CPU: 4}]``) for ``placement: manual``."""
+    learner_bundle: int | None = field(default=None, validator=ge(0))
+    """Bundle of the learner for ``placement: manual``."""
+    bucket_mb: float = field(default=64.0, validator=gt(0))
+    """Largest bucket of flattened parameters in one collective broadcast (MiB)."""
+    max_restarts: int = field(default=3, validator=ge(0))
+    """Times a dead env or rollout worker is recreated before the run stops."""
+    actor_start_timeout_s: float = field(default=300.0, validator=gt(0))
+    """How long to wait for actors to start (e.g. for resources) before failing with a clear message."""
+    call_timeout_s: float = field(default=600.0, validator=gt(0))
+    """Longest wait for one remote call (a collect, a learning phase, a sync); nothing waits forever."""
 
 
 @define(frozen=True, kw_only=True)

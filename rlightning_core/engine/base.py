@@ -16,8 +16,9 @@ from typing import Any
 import attrs
 import numpy as np
 
-from rlightning_core.buffer.base import BufferSpec, DataBuffer
+from rlightning_core.buffer.base import DataBuffer
 from rlightning_core.config.schema import MainConfig
+from rlightning_core.engine.execution import LocalExecution
 from rlightning_core.engine.progress import ProgressBar
 from rlightning_core.env.runner import EnvRunner, RolloutStats
 
@@ -77,49 +78,24 @@ class BaseEngine(ABC):
         self.run_ctx: Any = None
         self.checkpoints: Any = None
         self.evaluator: Any = None
-        self._buffer_arg = buffer
-        self.preprocessors = preprocessors if preprocessors is not None else self._build_preprocessors()
-        policy_group.materialize(env_group.observation_space, env_group.action_space, seed=config.seed)
-        self.buffer: DataBuffer = self._bind_buffer(buffer)
-        self.runners = self._build_runners()
+        self.execution = self._make_execution(buffer, preprocessors)
+        # local-mode shortcuts (tests, debugging); in ray mode these live in actors
+        self.preprocessors = self.execution.preprocessors
+        self.buffer: DataBuffer | None = getattr(self.execution, "buffer", None)
+        self.runners: list[EnvRunner] = getattr(self.execution, "runners", [])
 
-    # -- setup -------------------------------------------------------------------------------------------
     def rollout_steps(self) -> int:
         """Steps per env per iteration (``T``)."""
         return int(getattr(self.params, "rollout_steps", 1))
 
-    def _build_preprocessors(self) -> list[Any]:
-        handle_pre = getattr(self._buffer_arg, "preprocessors", None)
-        if handle_pre:
-            return list(handle_pre)
-        out = []
-        for pc in self.config.preprocessors:
-            spec = self.plugins.registry.resolve("preprocessor", pc.type)
-            out.append(spec.build(pc.params, observation_space=self.env_group.observation_space,
-                                  num_envs=self.env_group.total_envs))
-        return out
+    def _make_execution(self, buffer: Any, preprocessors: list[Any] | None) -> Any:
+        if self.config.cluster.mode == "ray":
+            from rlightning_core.distributed.execution import RayExecution
 
-    def _bind_buffer(self, buffer: Any) -> DataBuffer:
-        if isinstance(buffer, DataBuffer):
-            return buffer
-        learner = self.policy_group.learner
-        labels = [lbl for lbl, n in zip(self.env_group.labels, self.env_group.num_envs_per_worker, strict=True)
-                  for _ in range(n)]
-        spec = BufferSpec(observation_space=self.env_group.observation_space,
-                          action_space=self.env_group.action_space, num_envs=self.env_group.total_envs,
-                          num_steps=self.rollout_steps(), extras_spec=dict(type(learner).extras_spec),
-                          column_labels=labels, device=getattr(learner, "device", "cpu"), seed=self.config.seed)
-        return buffer.bind(spec)
-
-    def _build_runners(self) -> list[EnvRunner]:
-        runners = []
-        column = 0
-        hooks = getattr(self._buffer_arg, "runner_hooks", {}) or {}
-        for worker, label in zip(self.env_group.workers, self.env_group.labels, strict=True):
-            runners.append(EnvRunner(worker, self.policy_group.rollout, self.preprocessors, column=column,
-                                     label=label, needs_next_obs=self.buffer.needs_next_obs, **hooks))
-            column += worker.num_envs
-        return runners
+            return RayExecution(self.config, self.env_group, self.policy_group, buffer, self.plugins,
+                                rollout_steps=self.rollout_steps())
+        return LocalExecution(self.config, self.env_group, self.policy_group, buffer, self.plugins,
+                              rollout_steps=self.rollout_steps(), preprocessors=preprocessors)
 
     # -- the loop ----------------------------------------------------------------------------------------
     @abstractmethod
@@ -144,8 +120,8 @@ class BaseEngine(ABC):
                 self.load_checkpoint(resume_from)
             else:
                 seed_everything(cfg.seed)
-                self.env_group_reset()
-            self.evaluator = Evaluator(cfg.env, self.policy_group.rollout, self.preprocessors,
+                self.execution.reset(cfg.seed)
+            self.evaluator = Evaluator(cfg.env, self.execution.eval_policy(), self.preprocessors,
                                        episodes=cfg.engine.eval_episodes, seed=cfg.seed,
                                        registry=self.plugins.registry)
             self.plugins.call_each("on_run_start", config=cfg, run_dir=ctx.run_dir)
@@ -167,17 +143,10 @@ class BaseEngine(ABC):
             ctx.close()
             if self.evaluator is not None:
                 self.evaluator.close()
+            self.execution.close()
         return EngineResult(run_dir=ctx.run_dir, iterations=self.iteration_count, env_steps=self.env_steps,
                             train_s=self.train_s, stop_reason=reason, last_eval_return=self.last_eval,
                             best_eval_return=self.best_eval, profile=dict(self.profile))
-
-    def env_group_reset(self) -> None:
-        """Seed and reset every runner's envs (worker ``w`` of config ``c`` gets ``derive_seed(seed, 1, c, w)``)."""
-        from rlightning_core.env.seeding import derive_seed
-
-        group = self.env_group
-        for w, runner in enumerate(self.runners):
-            runner.reset(seed=derive_seed(self.config.seed, 1, group.config_indices[w], group.worker_indices[w]))
 
     def _loop(self, progress: ProgressBar) -> str:
         cfg = self.config.engine
@@ -244,6 +213,7 @@ class BaseEngine(ABC):
 
     def _evaluate(self) -> dict[str, float]:
         t0 = time.perf_counter()
+        self.evaluator.policy = self.execution.eval_policy()
         metrics = self.evaluator.evaluate()
         self.profile["eval"] += time.perf_counter() - t0
         self.last_eval = metrics["eval/episode_return_mean"]
@@ -257,10 +227,7 @@ class BaseEngine(ABC):
         from rlightning_core.checkpoint.rng import capture_rng_state
 
         return {
-            "policy": self.policy_group.state_dict(),
-            "preprocessors": [p.state_dict() for p in self.preprocessors],
-            "buffer": self.buffer.state_dict(),
-            "runners": [r.state_dict() for r in self.runners],
+            **self.execution.state_dict(),
             "engine": {"iteration": self.iteration_count, "env_steps": self.env_steps, "train_s": self.train_s,
                        "best_eval": self.best_eval, "last_eval": self.last_eval,
                        "episode_window": {k: [list(x) for x in v] for k, v in self._episode_window.items()}},
@@ -270,25 +237,20 @@ class BaseEngine(ABC):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`; envs that cannot restore their state are reset (logged)."""
         from rlightning_core.checkpoint.rng import restore_rng_state
+        from rlightning_core.env.seeding import derive_seed
 
-        self.policy_group.load_state_dict(state["policy"])
-        for p, s in zip(self.preprocessors, state["preprocessors"], strict=True):
-            p.load_state_dict(s)
-        self.buffer.load_state_dict(state["buffer"])
+        restored = self.execution.load_state_dict(state)
         eng = state["engine"]
         self.iteration_count, self.env_steps = int(eng["iteration"]), int(eng["env_steps"])
         self.train_s, self.best_eval, self.last_eval = float(eng["train_s"]), eng["best_eval"], eng["last_eval"]
         self._episode_window = {k: deque([tuple(x) for x in v], maxlen=100)
                                 for k, v in eng["episode_window"].items()}
-        restored = [r.load_state_dict(s) for r, s in zip(self.runners, state["runners"], strict=True)]
         if not all(restored):
-            log.warning("the envs cannot save their state: resuming with freshly reset envs "
-                        "(episodes in flight at the checkpoint are dropped)")
-            from rlightning_core.env.seeding import derive_seed
-
-            for w, (runner, ok) in enumerate(zip(self.runners, restored, strict=True)):
+            log.warning("the envs cannot save their state (or the worker count changed): resuming with freshly "
+                        "reset envs (episodes in flight at the checkpoint are dropped)")
+            for w, ok in enumerate(restored):
                 if not ok:
-                    runner.reset(seed=derive_seed(self.config.seed, 5, w, self.iteration_count))
+                    self.execution.reseed_runner(w, derive_seed(self.config.seed, 5, w, self.iteration_count))
         restore_rng_state(state["rng"])
 
     def _save_checkpoint(self, eval_return: float | None = None) -> None:

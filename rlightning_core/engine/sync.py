@@ -15,22 +15,23 @@ class SyncEngine(BaseEngine):
     def iteration(self) -> dict[str, float]:
         """One iteration, phase by phase."""
         clock = time.perf_counter
-        # collect: every runner steps its envs T times with the rollout copy
-        for runner in self.runners:
-            chunk, stats = runner.collect(self.params.rollout_steps)
-            self.buffer.add(chunk)
+        # collect: every runner steps its envs T times with its rollout copy; chunks go to the learner side
+        start, steps_before = clock(), self.env_steps
+        for stats in self.execution.collect(self.params.rollout_steps):
             self.record_rollout(stats)
+        collect_s = clock() - start
         # learn: the learner updates from the whole rollout
         t0 = clock()
         progress = min(1.0, self.env_steps / self.config.engine.total_steps)
-        metrics = self.policy_group.learn(self.buffer, progress=progress)
-        if hasattr(self.buffer, "reset"):
-            self.buffer.reset()
+        metrics = self.execution.learn(progress)
         t1 = clock()
         # sync: rollout copies receive the new weights
-        version = self.policy_group.sync_weights()
+        version, sync_metrics = self.execution.sync()
         t2 = clock()
         self.profile["learn"] += t1 - t0
         self.profile["sync"] += t2 - t1
+        metrics.update(sync_metrics)
         metrics["perf/weight_version"] = version
+        metrics["perf/collect_s"] = collect_s
+        metrics["perf/collect_sps"] = (self.env_steps - steps_before) / collect_s if collect_s > 0 else 0.0
         return metrics

@@ -307,7 +307,9 @@ def build_env_group(
     registry: Any = None,
     render_mode: str | None = None,
     seed_offset_key: int = ENV_KEY,
-) -> EnvGroup:
+    cluster: Any = None,
+    placement_plan: Any = None,
+) -> Any:
     """Build every env worker of one or several env configs into an in-process :class:`EnvGroup`.
 
     Each config's ``type`` resolves through the plugin registry; the config is expanded into
@@ -324,6 +326,8 @@ def build_env_group(
         registry: the registry to resolve against (default: this process's plugins).
         render_mode: render mode passed to every worker (e.g. ``rgb_array`` for evaluation videos).
         seed_offset_key: first key of :func:`derive_seed`: ``1`` for training envs, ``2`` for evaluation envs.
+        cluster: a ``ClusterConfig``; with ``mode: ray`` the workers are Ray actors (a ``RemoteEnvGroup``).
+        placement_plan: where those actors go (``PlacementPlan.for_run(config)``; default: no placement group).
 
     Raises:
         ConfigError: unknown env types, bad params, or env configs whose spaces differ (all problems at once).
@@ -332,6 +336,12 @@ def build_env_group(
     cfgs = [env_cfgs] if isinstance(env_cfgs, EnvConfig) else list(env_cfgs)
     if not cfgs:
         raise ConfigError(["env: at least one env config is needed"])
+    if cluster is not None and cluster.mode == "ray":  # workers become actors (the cluster starts if needed)
+        from rlightning_core.distributed.env_group import RemoteEnvGroup
+        from rlightning_core.plugins import get_plugins
+
+        return RemoteEnvGroup(cfgs, seed=seed, cluster=cluster, plugins=get_plugins(), labels=_unique_labels(cfgs),
+                              plan=placement_plan)
     for c, cfg in enumerate(cfgs):
         if not isinstance(cfg, EnvConfig):
             raise TypeError(f"env_cfgs[{c}] must be an EnvConfig, got {type(cfg).__name__}")

@@ -35,6 +35,8 @@ class RolloutStats:
     """Seconds spent in the policy (and preprocessors)."""
     steps: int = 0
     """Env steps (transitions) collected."""
+    preprocessor_states: list[dict[str, Any]] | None = None
+    """Remote runners report their preprocessor statistics for merging (``None`` in one process)."""
 
 
 def _space_array(space: Any, lead: tuple[int, ...]) -> np.ndarray:

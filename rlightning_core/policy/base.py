@@ -118,12 +118,13 @@ class BasePolicy(ABC):
         """Copy ``weights`` (numpy arrays or tensors, as from :meth:`get_weights`) into the modules in place."""
         import torch
 
+        from rlightning_core.buffer.storage import as_tensor  # read-only arrays from Ray are fine
+
         with torch.no_grad():
             for mname, module in self.modules().items():
                 state = module.state_dict()
                 for key, tensor in state.items():
-                    src = weights[f"{mname}.{key}"]
-                    tensor.copy_(torch.as_tensor(src) if not isinstance(src, torch.Tensor) else src)
+                    tensor.copy_(as_tensor(weights[f"{mname}.{key}"]))
         if version is not None:
             self.weight_version = version
 

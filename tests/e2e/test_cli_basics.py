@@ -98,7 +98,7 @@ PLUGIN_ROW_KEYS = {
 }
 COMPONENT_KEYS = {
     "kind", "name", "qualified_name", "plugin", "distribution", "version", "description", "config",
-    "defaults",
+    "defaults", "docs",
 }
 
 

@@ -86,7 +86,7 @@ def test_dry_run_prints_the_plan_without_training(tmp_path):
     assert not (tmp_path / "never").exists()
 
 
-def test_bad_override_is_a_user_error(tmp_path):
+def test_bad_override_is_a_user_error(tmp_path, trained_run):
     proc = rl("train", CARTPOLE, "policy.params.lr=fast", "--run-dir", str(tmp_path / "r"))
     assert proc.returncode == 2
     assert "policy.params.lr" in proc.stderr and "Traceback" not in proc.stderr

@@ -56,3 +56,15 @@ def build_run():
 def learner_params():
     """``learner_params(engine)``: a copy of the learner network's state."""
     return _learner_params
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """One real local Ray cluster for the session: loopback, 4 logical CPUs, no dashboard; shut down after."""
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1", logging_level="WARNING",
+             log_to_driver=False)
+    yield ray
+    ray.shutdown()

@@ -6,18 +6,16 @@ import json
 
 import gymnasium as gym
 import pytest
+from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 
 pytestmark = pytest.mark.usefixtures("training_plugins")
 
 
-class AngleReportingCartPole(gym.Wrapper):
+class AngleReportingCartPole(CartPoleEnv):
     """CartPole that reports |pole angle| as an env-side metric on every step."""
 
-    def __init__(self, **kwargs):
-        super().__init__(gym.make("CartPole-v1", **kwargs))
-
     def step(self, action):
-        obs, reward, terminated, truncated, info = self.env.step(action)
+        obs, reward, terminated, truncated, info = super().step(action)
         return obs, reward, terminated, truncated, {**info, "metrics": {"pole_angle": abs(float(obs[2]))}}
 
 

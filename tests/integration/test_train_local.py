@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -138,3 +139,24 @@ def test_observer_plugin_sees_the_run_lifecycle(tmp_path, cartpole_config, build
     engine.run(tmp_path / "run")
     assert calls[0] == "start" and calls[-1] == "end:completed"
     assert calls.count("checkpoint") == 2 and "metrics" in calls
+
+
+@pytest.mark.slow
+def test_ppo_continuous_actions_solve_inverted_pendulum(tmp_path, build_run):
+    pytest.importorskip("mujoco")
+    from rlightning_core import load_config
+
+    config = load_config(Path(__file__).resolve().parents[2] / "examples" / "inverted_pendulum_ppo.yaml",
+                         ["logging.progress=false", "engine.total_steps=40960", "checkpoint.every=0"])
+    result = build_run(config).run(tmp_path / "run")
+    assert result.stop_reason == "target_eval_return", result
+    assert result.last_eval_return >= 950
+
+
+def test_time_limit_stops_the_run(tmp_path, cartpole_config, build_run):
+    config = cartpole_config("engine.total_steps=10000000", "engine.time_limit_s=1.0", "engine.eval_every=0",
+                             "engine.eval_episodes=2", "checkpoint.every=0")
+    result = build_run(config).run(tmp_path / "run")
+    assert result.stop_reason == "time_limit"
+    assert 1.0 <= result.train_s < 10.0 and result.env_steps < 10_000_000
+    assert result.last_eval_return is not None  # a final evaluation always runs

@@ -1,0 +1,121 @@
+"""Ray mode: scaling with env workers on a slow env, overhead against local mode, startup time.
+
+1. Scaling: a CartPole that sleeps 5 ms per step; collection SPS (env steps per second of the collect phase)
+   with K = 1, 2, 4, 8 env-runner actors of 1 env each. Target: >= 0.8 * K of the 1-worker SPS at K = 8.
+2. Overhead: CartPole PPO SPS (whole training loop) in ray mode with 2 env-runner actors of 4 envs vs local
+   mode with the same 8 envs. Target: >= 1.0.
+3. Startup: wall time from building the run to the first collected chunk in ray mode, against `ray.init`
+   alone measured in the same run. Target: <= ray.init + 1 s.
+
+    python benchmarks/ray_scaling.py [--workers 1 2 4 8] [--steps 2048]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import ray
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = str(Path(__file__).resolve().parent)
+sys.path.insert(0, BENCH)
+
+
+def build(config):
+    from rlightning_core.builders import build_data_buffer, build_engine, build_env_group, build_policy_group
+
+    env_group = build_env_group(config.env, seed=config.seed, cluster=config.cluster)
+    policy_group = build_policy_group(config.policy.type, config.policy, config.cluster)
+    return build_engine(config, env_group, policy_group, build_data_buffer(config.buffer.type, config.buffer))
+
+
+def cartpole(*overrides):
+    from rlightning_core import load_config
+
+    return load_config(ROOT / "examples" / "cartpole_ppo.yaml",
+                       ["logging.progress=false", "engine.eval_every=0", "engine.eval_episodes=1",
+                        "checkpoint.every=0", "checkpoint.at_end=false", *overrides])
+
+
+def collect_sps(run_dir: Path) -> float:
+    import json
+
+    rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    values = [r["perf/collect_sps"] for r in rows if "perf/collect_sps" in r][1:]  # first iteration warms up
+    return sorted(values)[len(values) // 2]
+
+
+def scaling(workers: list[int], steps_per_worker: int, tmp: Path) -> None:
+    print("\n1. scaling: SleepyCartPole (5 ms/step), 1 env per worker, collection SPS")
+    base = None
+    for k in workers:
+        cfg = cartpole("cluster.mode=ray", "env.params.id=sleepy_env:SleepyCartPole-v0", f"env.num_workers={k}",
+                       "env.num_envs=1", "engine.params.rollout_steps=64", "policy.params.epochs=1",
+                       "policy.params.minibatch_size=64", f"engine.total_steps={steps_per_worker * k}",
+                       "env.num_cpus=0.5")
+        engine = build(cfg)
+        engine.run(tmp / f"scale-{k}")
+        engine.env_group.close()
+        sps = collect_sps(tmp / f"scale-{k}")
+        base = base or sps
+        print(f"  K={k}: {sps:8.0f} steps/s   x{sps / base:4.2f} of K=1 (ideal x{k})")
+    if base and workers[-1] > 1:
+        ratio = sps / base / workers[-1]
+        print(f"  target at K={workers[-1]}: >= 0.8*K -> {ratio:.2f}*K {'PASS' if ratio >= 0.8 else 'FAIL'}")
+
+
+def overhead(tmp: Path, total: int) -> None:
+    print("\n2. overhead: CartPole PPO, whole loop SPS, ray (2 env-runner actors x 4 envs) vs local (8 envs)")
+    local = build(cartpole(f"engine.total_steps={total}")).run(tmp / "local")
+    engine = build(cartpole("cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", f"engine.total_steps={total}"))
+    remote = engine.run(tmp / "ray")
+    engine.env_group.close()
+    ls, rs = local.env_steps / local.train_s, remote.env_steps / remote.train_s
+    print(f"  local {ls:8.0f} sps   ray {rs:8.0f} sps   ratio {rs / ls:.2f} (target >= 1.0: "
+          f"{'PASS' if rs / ls >= 1.0 else 'FAIL'})")
+
+
+def startup(tmp: Path) -> None:
+    print("\n3. startup: ray.init alone vs build + first chunk in ray mode")
+    ray.shutdown()
+    t0 = time.perf_counter()
+    ray.init(num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1", logging_level="ERROR")
+    init_s = time.perf_counter() - t0
+    ray.shutdown()
+    t0 = time.perf_counter()
+    engine = build(cartpole("cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", "cluster.num_cpus=4"))
+    engine.execution.reset(0)
+    engine.execution.collect(1)
+    first = time.perf_counter() - t0
+    print(f"  ray.init {init_s:.2f}s   build + first chunk {first:.2f}s   overhead {first - init_s:+.2f}s "
+          f"(target <= +1.0s: {'PASS' if first - init_s <= 1.0 else 'FAIL'})")
+    print(f"  phases: {engine.execution.startup}")
+    engine.execution.close()
+    engine.env_group.close()
+
+
+def main() -> None:
+    import tempfile
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--workers", nargs="*", type=int, default=[1, 2, 4, 8])
+    parser.add_argument("--steps", type=int, default=2048, help="env steps per worker in the scaling runs")
+    parser.add_argument("--overhead-steps", type=int, default=30720)
+    args = parser.parse_args()
+    print(f"load average {os.getloadavg()}")
+    path = os.pathsep.join([BENCH, str(ROOT), os.environ.get("PYTHONPATH", "")])
+    ray.init(num_cpus=max(8, max(args.workers)) + 2, include_dashboard=False, _node_ip_address="127.0.0.1",
+             logging_level="ERROR", log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
+    with tempfile.TemporaryDirectory() as tmp:
+        scaling(args.workers, args.steps, Path(tmp))
+        overhead(Path(tmp), args.overhead_steps)
+        startup(Path(tmp))
+    ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()

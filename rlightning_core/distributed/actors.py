@@ -1,0 +1,264 @@
+"""The classes Ray places in actors: env runners (env worker + rollout policy copy) and learners.
+
+They are plain classes (``ray.remote`` is applied by :mod:`rlightning_core.distributed.execution`), so they can
+be unit-tested in-process. Every actor loads exactly the driver's plugin set before resolving any name, and
+returns numpy arrays (zero-copy through the object store), never tensors.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["CollectiveMember", "EnvRunnerActor", "LearnerActor"]
+
+
+def _load_plugins(selection: Sequence[str]) -> Any:
+    from rlightning_core.plugins import load_plugins, reset_plugins
+
+    plugins = load_plugins(allow=list(selection), deny=[], strict=False)
+    reset_plugins(plugins)
+    return plugins
+
+
+class CollectiveMember:
+    """A rank in the torch.distributed group learner-rank-0 + rollout workers, for bucketed broadcast."""
+
+    _group_ready = False
+    _layout: Any = None
+    _tensors: Any = None
+
+    def _sync_modules(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def placement_group_id(self) -> str | None:
+        """Hex id of the placement group this actor was scheduled into (``None``: none)."""
+        import ray
+
+        pg = ray.get_runtime_context().get_placement_group_id()
+        return str(pg) if pg else None
+
+    def free_port(self) -> tuple[str, int]:
+        """An address and free TCP port on this node for the group's rendezvous (called on rank 0)."""
+        import ray
+
+        addr = ray.util.get_node_ip_address()
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((addr, 0))
+            return addr, int(s.getsockname()[1])
+
+    def init_collective(self, addr: str, port: int, rank: int, world_size: int, backend: str,
+                        bucket_bytes: int, timeout_s: float = 120.0) -> str:
+        """Join the group (all ranks call this concurrently); returns this rank's layout signature."""
+        import datetime
+
+        import torch.distributed as dist
+
+        from rlightning_core.weights.buckets import BucketLayout, named_tensors
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        dist.init_process_group(backend, init_method=f"tcp://{addr}:{port}", rank=rank, world_size=world_size,
+                                timeout=datetime.timedelta(seconds=timeout_s))
+        self._tensors = named_tensors(self._sync_modules())
+        self._layout = BucketLayout.build(self._tensors, bucket_bytes)
+        self._flat = self._layout.flatten_in_place(self._sync_modules())  # broadcast without copies
+        self._group_ready = True
+        return str(self._layout.signature)
+
+    def broadcast_weights(self, version: int) -> dict[str, float]:
+        """Rank 0 sends / others receive every bucket; returns timing and byte counts."""
+        import torch.distributed as dist
+
+        if not self._group_ready:
+            raise RuntimeError("init_collective() first")
+        t0 = time.perf_counter()
+        for flat in self._flat:  # the modules' tensors are views of these buckets
+            dist.broadcast(flat, src=0)
+        if dist.get_rank() != 0:
+            self._after_weights(version)
+        return {"seconds": time.perf_counter() - t0, "bytes": float(self._layout.nbytes),
+                "buckets": float(len(self._layout.buckets))}
+
+    def _after_weights(self, version: int) -> None:
+        """Hook for receivers (record the version)."""
+
+    def leave_collective(self) -> None:
+        """Destroy this rank's process group (before the group is re-formed)."""
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        self._group_ready = False
+
+
+class EnvRunnerActor(CollectiveMember):
+    """An env worker plus a rollout (EVAL) copy of the policy: returns whole trajectory chunks.
+
+    Built in two steps so the driver can learn the spaces before any policy exists: ``__init__`` builds the
+    env; :meth:`setup_rollout` builds the policy copy and preprocessors.
+    """
+
+    def __init__(self, env_cfg: Any, *, selection: Sequence[str], num_envs: int, seed: int, worker_index: int,
+                 label: str, column: int, num_threads: int = 1) -> None:
+        import torch
+
+        torch.set_num_threads(num_threads)
+        self.plugins = _load_plugins(selection)
+        spec = self.plugins.registry.resolve("env", env_cfg.type)
+        self.worker = spec.build(env_cfg.params, num_envs=num_envs, seed=seed, worker_index=worker_index)
+        self.label, self.column = label, column
+        self.runner: Any = None
+        self.last_actions: Any = None
+
+    def pid(self) -> int:
+        """The actor's process id (tests kill it)."""
+        return os.getpid()
+
+    def spaces(self) -> tuple[Any, Any, int]:
+        """Single-env observation and action spaces, and ``num_envs``."""
+        return self.worker.observation_space, self.worker.action_space, int(self.worker.num_envs)
+
+    def setup_rollout(self, policy_cfg: Any, preprocessor_cfgs: Sequence[Any], *, policy_seed: int,
+                      needs_next_obs: bool) -> None:
+        """Build the rollout policy copy and the preprocessors, and wrap everything in an EnvRunner."""
+        from rlightning_core.env.runner import EnvRunner
+        from rlightning_core.policy.base import PolicyRole
+        from rlightning_core.policy.group import resolve_device
+
+        reg = self.plugins.registry
+        policy = reg.resolve("policy", policy_cfg.type).build(
+            policy_cfg.params, observation_space=self.worker.observation_space,
+            action_space=self.worker.action_space, role=PolicyRole.EVAL,
+            device=resolve_device(policy_cfg.rollout_device), seed=policy_seed)
+        pre = [reg.resolve("preprocessor", pc.type).build(pc.params, observation_space=self.worker.observation_space,
+                                                          num_envs=self.worker.num_envs)
+               for pc in preprocessor_cfgs]
+        self.runner = EnvRunner(self.worker, policy, pre, column=self.column, label=self.label,
+                                needs_next_obs=needs_next_obs)
+
+    def _sync_modules(self) -> dict[str, Any]:
+        return self.runner.policy.modules()
+
+    def _after_weights(self, version: int) -> None:
+        self.runner.policy.weight_version = version
+
+    def reset(self, seed: int | None) -> None:
+        """Reset the envs (seeded)."""
+        self.runner.reset(seed=seed)
+
+    def collect(self, num_steps: int) -> tuple[Any, Any]:
+        """Step ``num_steps`` times; returns ``(chunk, stats)`` (two object refs with ``num_returns=2``)."""
+        chunk, stats = self.runner.collect(num_steps)
+        stats.preprocessor_states = [p.state_dict() for p in self.runner.preprocessors] or None
+        return chunk, stats
+
+    def set_weights(self, weights: dict[str, np.ndarray], version: int) -> None:
+        """Object-store strategy: copy numpy weights in."""
+        self.runner.policy.set_weights(weights, version)
+
+    def get_weights(self) -> dict[str, np.ndarray]:
+        """The rollout copy's weights (tests compare them with the learner's)."""
+        return self.runner.policy.get_weights()
+
+    def weight_version(self) -> int:
+        """Version of the weights this copy acts with."""
+        return int(self.runner.policy.weight_version)
+
+    def load_preprocessor_states(self, states: Sequence[dict[str, Any]]) -> None:
+        """Adopt the merged statistics."""
+        for p, s in zip(self.runner.preprocessors, states, strict=True):
+            p.load_state_dict(s)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Runner state (current obs, env state when the worker can save it)."""
+        return self.runner.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> bool:
+        """Restore :meth:`state_dict`; ``False`` when the envs could not be restored."""
+        return bool(self.runner.load_state_dict(state))
+
+    def step(self, actions: np.ndarray) -> Any:
+        """Step the envs once (the EnvGroup ``step_async``/``step_wait`` path through the driver)."""
+        self.last_actions = actions
+        return self.worker.step(actions)
+
+    def reset_env(self, seed: int | None = None) -> np.ndarray:
+        """Reset the envs without a policy (EnvGroup API)."""
+        return self.worker.reset(seed=seed)
+
+    def close(self) -> None:
+        """Release the envs and the process group."""
+        self.leave_collective()
+        self.worker.close()
+
+
+class LearnerActor(CollectiveMember):
+    """The learner (TRAIN policy) and the data buffer it learns from, in one actor."""
+
+    def __init__(self, policy_cfg: Any, *, selection: Sequence[str], seed: int, num_threads: int = 1) -> None:
+        import torch  # the expensive part of start-up, overlapped with the env actors' own
+
+        torch.set_num_threads(num_threads)
+        self.plugins = _load_plugins(selection)
+        self.policy_cfg, self.seed = policy_cfg, seed
+        self.policy: Any = None
+        self.buffer: Any = None
+
+    def build(self, observation_space: Any, action_space: Any) -> dict[str, Any]:
+        """Build the learner policy once the env spaces are known; returns its extras spec."""
+        from rlightning_core.policy.base import PolicyRole
+        from rlightning_core.policy.group import resolve_device
+
+        cfg = self.policy_cfg
+        self.policy = self.plugins.registry.resolve("policy", cfg.type).build(
+            cfg.params, observation_space=observation_space, action_space=action_space, role=PolicyRole.TRAIN,
+            device=resolve_device(cfg.device), seed=self.seed)
+        return self.extras_spec()
+
+    def pid(self) -> int:
+        """The actor's process id."""
+        return os.getpid()
+
+    def extras_spec(self) -> dict[str, Any]:
+        """What the rollout side must record for this policy."""
+        return dict(type(self.policy).extras_spec)
+
+    def bind_buffer(self, buffer_type: str, buffer_params: Any, spec: Any) -> bool:
+        """Allocate the buffer next to the learner; returns whether chunks must carry ``next_obs``."""
+        self.buffer = self.plugins.registry.resolve("buffer", buffer_type).build(buffer_params, spec=spec)
+        return bool(self.buffer.needs_next_obs)
+
+    def _sync_modules(self) -> dict[str, Any]:
+        return self.policy.modules()
+
+    def learn(self, progress: float, *chunks: Any) -> dict[str, float]:
+        """Store the chunks (Ray resolved the refs), learn, and reset an on-policy buffer."""
+        for chunk in chunks:
+            self.buffer.add(chunk)
+        metrics = self.policy.learn(self.buffer, progress=progress)
+        if hasattr(self.buffer, "reset"):
+            self.buffer.reset()
+        return metrics
+
+    def get_weights(self) -> dict[str, np.ndarray]:
+        """Numpy copies of the weights (object-store strategy, evaluation, tests)."""
+        return self.policy.get_weights()
+
+    def state_dict(self) -> dict[str, Any]:
+        """The learner's state (tensors) and the buffer's."""
+        return {"learner": self.policy.state_dict(), "buffer": self.buffer.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+        self.policy.load_state_dict(state["learner"])
+        self.buffer.load_state_dict(state["buffer"])
+
+    def close(self) -> None:
+        """Release the process group."""
+        self.leave_collective()

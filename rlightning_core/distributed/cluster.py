@@ -1,0 +1,77 @@
+"""Starting or joining a Ray cluster for a run, and shutting down what we started."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any
+
+from rlightning_core.config.schema import ClusterConfig, MainConfig
+from rlightning_core.errors import UserError
+
+__all__ = ["RayCluster", "import_ray", "required_cpus"]
+
+log = logging.getLogger("rlightning")
+
+
+def import_ray() -> Any:
+    """``ray``, or a clear error telling how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise UserError("cluster.mode: ray needs Ray; install it with: pip install 'rlightning[ray]'") from None
+    return ray
+
+
+def required_cpus(config: MainConfig) -> float:
+    """CPUs the run's actors reserve: env runners, learners and rollout workers."""
+    c = config.cluster
+    envs = sum(e.num_workers * e.num_cpus for e in config.env)
+    return envs + c.train_workers * c.learner_num_cpus + c.eval_workers * c.rollout_num_cpus
+
+
+class RayCluster:
+    """Joins ``cluster.address`` or starts a local cluster (loopback, dashboard off unless asked).
+
+    A locally started cluster gets ``cluster.num_cpus`` CPUs, or as many as the run's actors reserve when that
+    is more than this machine has (logical CPUs; the OS shares the cores), so a laptop can run the same config
+    as a cluster. Only a cluster this object started is shut down by :meth:`shutdown`.
+    """
+
+    @classmethod
+    def for_run(cls, config: MainConfig) -> RayCluster:
+        """A cluster sized for every actor of ``config``."""
+        return cls(config.cluster, required_cpus(config))
+
+    def __init__(self, cluster: ClusterConfig, required_cpus: float = 0.0) -> None:
+        self.cluster = cluster
+        self.required_cpus = required_cpus
+        self.started = False
+        self.init_s = 0.0
+
+    def start(self) -> RayCluster:
+        """Connect (idempotent: an already initialized Ray is reused and left running)."""
+        ray = import_ray()
+        if ray.is_initialized():
+            return self
+        c = self.cluster
+        t0 = time.perf_counter()
+        os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+        if c.address is not None:
+            ray.init(address=c.address, logging_level=logging.WARNING, log_to_driver=True)
+        else:
+            cpus = c.num_cpus or max(os.cpu_count() or 1, int(self.required_cpus + 0.999))
+            ray.init(num_cpus=cpus, num_gpus=c.num_gpus, include_dashboard=c.dashboard,
+                     _node_ip_address="127.0.0.1", logging_level=logging.WARNING, log_to_driver=True)
+            self.started = True
+        self.init_s = time.perf_counter() - t0
+        return self
+
+    def shutdown(self) -> None:
+        """Shut down the cluster if this object started it."""
+        if self.started:
+            import ray
+
+            ray.shutdown()
+            self.started = False

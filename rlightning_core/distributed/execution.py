@@ -1,0 +1,321 @@
+"""RayExecution: env-runner actors, a learner actor holding the buffer, and collective weight sync.
+
+The driver passes object refs and small metric dicts only: chunks travel from env-runner actors to the learner
+through the object store (numpy, zero-copy), weights travel learner -> runners by bucketed torch.distributed
+broadcast (``broadcast``, gloo on CPU / nccl on GPU) or one ``ray.put`` (``object_store``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from rlightning_core.buffer.base import BufferSpec
+from rlightning_core.config.schema import MainConfig
+from rlightning_core.distributed.cluster import RayCluster
+from rlightning_core.distributed.env_group import RemoteEnvGroup
+from rlightning_core.distributed.placement import PlacementPlan
+from rlightning_core.engine.execution import build_preprocessors, column_labels
+from rlightning_core.env.runner import RolloutStats
+from rlightning_core.env.seeding import derive_seed
+from rlightning_core.errors import ConfigError, RlightningError
+
+__all__ = ["RayExecution", "WorkerFailure"]
+
+log = logging.getLogger("rlightning")
+
+
+class WorkerFailure(RlightningError):
+    """A worker actor failed more often than ``cluster.max_restarts`` allows, or the learner failed."""
+
+
+def check_resources(config: MainConfig, available: dict[str, float]) -> None:
+    """Refuse up front a run whose actors cannot all be placed (instead of waiting for resources forever)."""
+    from rlightning_core.distributed.cluster import required_cpus
+
+    cc = config.cluster
+    need_cpu = required_cpus(config)
+    need_gpu = cc.train_workers * cc.learner_num_gpus + cc.eval_workers * cc.rollout_num_gpus
+    problems = []
+    if need_cpu > available.get("CPU", 0.0) + 1e-9:
+        envs = " + ".join(f"{e.num_workers} env worker(s) x {e.num_cpus}" for e in config.env)
+        problems.append(f"cluster: the run's actors reserve {need_cpu:g} CPUs ({envs} + {cc.train_workers} "
+                        f"learner(s) x {cc.learner_num_cpus}) but the cluster has {available.get('CPU', 0):g}; "
+                        "lower env[*].num_cpus / cluster.learner_num_cpus or raise cluster.num_cpus")
+    if need_gpu > available.get("GPU", 0.0) + 1e-9:
+        problems.append(f"cluster: the run's actors reserve {need_gpu:g} GPUs but the cluster has "
+                        f"{available.get('GPU', 0):g}; set cluster.learner_num_gpus: 0 to train on CPU")
+    if problems:
+        raise ConfigError(problems)
+
+
+def _strip_private(state: dict[str, Any]) -> dict[str, Any]:
+    """Statistics only: per-env running values (e.g. ScaleReward's returns) stay with each worker."""
+    return {k: v for k, v in state.items() if k != "returns"}
+
+
+class RayExecution:
+    """Same interface as :class:`~rlightning_core.engine.execution.LocalExecution`, on a Ray cluster."""
+
+    mode = "ray"
+
+    def __init__(self, config: MainConfig, env_group: Any, policy_group: Any, buffer: Any, plugins: Any, *,
+                 rollout_steps: int) -> None:
+        self.config = config
+        self.plugins = plugins
+        self.policy_cfg = policy_group.policy_cfg
+        cc = config.cluster
+        if cc.topology != "env_runner":
+            raise ConfigError(["cluster.topology: 'inference_server' is not available yet in ray mode; "
+                               "use 'env_runner'"])
+        if cc.train_workers != 1:
+            raise ConfigError([f"cluster.train_workers: {cc.train_workers} data-parallel learners are not "
+                               "available yet; use 1"])
+        self.strategy = "broadcast" if cc.weight_sync == "auto" else cc.weight_sync
+        if self.strategy == "local":
+            raise ConfigError(["cluster.weight_sync: 'local' copies weights inside one process; in ray mode "
+                               "use 'broadcast' or 'object_store'"])
+        self.startup: dict[str, float] = {}
+        clock = time.perf_counter
+        t0 = clock()
+        self.cluster = RayCluster.for_run(config).start()
+        import ray
+
+        self.ray = ray
+        self.startup["ray_init_s"] = self.cluster.init_s
+        check_resources(config, ray.cluster_resources())
+        # env actors (reuse a RemoteEnvGroup the caller built, else build one from the config)
+        t1 = clock()
+        self.owns_env_group = not isinstance(env_group, RemoteEnvGroup)
+        self.env_group = (RemoteEnvGroup(config.env, seed=config.seed, cluster=cc, plugins=plugins,
+                                         labels=getattr(env_group, "labels", None),
+                                         num_threads=self.policy_cfg.num_threads, plan=PlacementPlan.for_run(config))
+                          if self.owns_env_group else env_group)
+        # learner actor, with the buffer next to it: its process starts while the env actors start
+        from rlightning_core.distributed.actors import LearnerActor
+
+        self.selection = plugins.selection()
+        ptype = self.policy_cfg.type.replace(":", "-")
+        learner_cls: Any = ray.remote(LearnerActor)
+        placement = self.env_group.plan.options(self.env_group.plan.learner_bundle)
+        self.learner: Any = learner_cls.options(
+            num_cpus=cc.learner_num_cpus, num_gpus=cc.learner_num_gpus, name=f"policy-train-{ptype}-0",
+            max_concurrency=1, **placement,
+        ).remote(self.policy_cfg, selection=self.selection, seed=derive_seed(config.seed, 3, 0),
+                 num_threads=self.policy_cfg.num_threads)
+        self.observation_space = self.env_group.observation_space
+        self.action_space = self.env_group.action_space
+        self.startup["env_actors_s"] = clock() - t1
+        t2 = clock()
+        extras = self._get(self.learner.build.remote(self.observation_space, self.action_space),
+                           cc.actor_start_timeout_s, "start the learner")
+        spec = BufferSpec(observation_space=self.observation_space, action_space=self.action_space,
+                          num_envs=self.env_group.total_envs, num_steps=rollout_steps, extras_spec=extras,
+                          column_labels=column_labels(self.env_group), device="cpu", seed=config.seed)
+        bname = buffer.spec.qualified_name if hasattr(buffer, "spec") else config.buffer.type
+        bparams = buffer.params if hasattr(buffer, "params") else config.buffer.params
+        self.needs_next_obs = self._get(self.learner.bind_buffer.remote(bname, bparams, spec),
+                                        cc.actor_start_timeout_s, "allocate the buffer")
+        self.startup["learner_s"] = clock() - t2
+        # rollout copies inside the env actors
+        t3 = clock()
+        for w, actor in enumerate(self.env_group.actors):
+            self._setup_runner(w, actor)
+        self._get([a.weight_version.remote() for a in self.env_group.actors], cc.actor_start_timeout_s,
+                  "build the rollout policies")
+        self.startup["rollout_setup_s"] = clock() - t3
+        self.preprocessors = build_preprocessors(config, plugins.registry, self.observation_space,
+                                                 self.env_group.total_envs)
+        # weight sync group
+        t4 = clock()
+        self.version = 0
+        if self.strategy == "broadcast":
+            self._form_group()
+        self.startup["process_group_s"] = clock() - t4
+        t5 = clock()
+        self.sync()
+        self.startup["first_sync_s"] = clock() - t5
+        self.startup["total_s"] = clock() - t0
+        self._pending_chunks: list[Any] = []
+        self._eval_policy: Any = None
+        self._eval_version = -1
+        self.restarts = 0
+        log.info("ray startup: %s", ", ".join(f"{k[:-2]} {v:.2f}s" for k, v in self.startup.items()))
+
+    # -- helpers -----------------------------------------------------------------------------------------
+    def _get(self, refs: Any, timeout: float, what: str) -> Any:
+        try:
+            return self.ray.get(refs, timeout=timeout)
+        except self.ray.exceptions.GetTimeoutError:
+            raise WorkerFailure(f"timed out after {timeout:.0f}s waiting to {what} (cluster.call_timeout_s / "
+                                "cluster.actor_start_timeout_s; are there enough CPUs/GPUs for every actor?)") \
+                from None
+
+    def _setup_runner(self, w: int, actor: Any) -> None:
+        actor.setup_rollout.remote(self.policy_cfg, list(self.config.preprocessors),
+                                   policy_seed=derive_seed(self.config.seed, 4, w),
+                                   needs_next_obs=self.needs_next_obs)
+
+    def _form_group(self) -> None:
+        """(Re)form the torch.distributed group: learner rank 0, env runners 1..K."""
+        cc = self.config.cluster
+        backend = cc.backend if cc.backend != "auto" else ("nccl" if cc.learner_num_gpus > 0 else "gloo")
+        members = [self.learner, *self.env_group.actors]
+        addr, port = self._get(self.learner.free_port.remote(), cc.call_timeout_s, "pick a rendezvous port")
+        bucket = int(cc.bucket_mb * (1 << 20))
+        sigs = self._get([m.init_collective.remote(addr, port, rank, len(members), backend, bucket)
+                          for rank, m in enumerate(members)], cc.call_timeout_s, "form the weight-sync group")
+        if len(set(sigs)) != 1:
+            raise WorkerFailure(f"learner and rollout copies disagree on the weight layout ({sigs}); the same "
+                                "policy class and spaces must be used everywhere")
+
+    # -- the execution interface ---------------------------------------------------------------------------
+    def reset(self, seed: int) -> None:
+        """Reset every env runner with its derived seed."""
+        slots = self.env_group.slots
+        self._get([a.reset.remote(derive_seed(seed, 1, s.config_index, s.worker_index))
+                   for a, s in zip(self.env_group.actors, slots, strict=True)], self.config.cluster.call_timeout_s,
+                  "reset the envs")
+
+    def collect(self, num_steps: int) -> list[RolloutStats]:
+        """Every env runner collects a chunk in parallel; chunks stay in the object store for the learner."""
+        actors = self.env_group.actors
+        calls = [a.collect.options(num_returns=2).remote(num_steps) for a in actors]
+        chunks: list[Any] = [c for c, _ in calls]
+        stats: list[Any] = [None] * len(actors)
+        todo = {i: s for i, (_, s) in enumerate(calls)}
+        while todo:
+            for i, ref in list(todo.items()):
+                try:
+                    stats[i] = self.ray.get(ref, timeout=self.config.cluster.call_timeout_s)
+                    del todo[i]
+                except (self.ray.exceptions.RayActorError, self.ray.exceptions.GetTimeoutError) as exc:
+                    chunk_ref, stats_ref = self._restart_runner(i, exc).collect.options(num_returns=2).remote(
+                        num_steps)
+                    chunks[i], todo[i] = chunk_ref, stats_ref
+        self._pending_chunks = chunks
+        self._merge_preprocessors(stats)
+        return stats
+
+    def _restart_runner(self, index: int, exc: BaseException) -> Any:
+        self.restarts += 1
+        if self.restarts > self.config.cluster.max_restarts:
+            raise WorkerFailure(f"env worker {index} failed and cluster.max_restarts="
+                                f"{self.config.cluster.max_restarts} restarts are used up: {exc}") from exc
+        log.warning("env worker %d failed (%s); recreating it (restart %d of %d, episodes in flight dropped)",
+                    index, str(exc).splitlines()[0] if str(exc) else type(exc).__name__, self.restarts,
+                    self.config.cluster.max_restarts)
+        actor = self.env_group.restart(index)
+        self._setup_runner(index, actor)
+        slot = self.env_group.slots[index]
+        actor.reset.remote(derive_seed(self.config.seed, 1, slot.config_index, slot.worker_index, slot.restarts))
+        if self.preprocessors:
+            actor.load_preprocessor_states.remote([_strip_private(p.state_dict()) for p in self.preprocessors])
+        if self.strategy == "broadcast":
+            for m in [self.learner, *[a for j, a in enumerate(self.env_group.actors) if j != index]]:
+                m.leave_collective.remote()
+            self._form_group()
+            self._broadcast(self.version)
+        else:
+            actor.set_weights.remote(self.learner.get_weights.remote(), self.version)
+        return actor
+
+    def _merge_preprocessors(self, stats: list[Any]) -> None:
+        for k, pre in enumerate(self.preprocessors):
+            states = [s.preprocessor_states[k] for s in stats if s.preprocessor_states]
+            if states:
+                pre.merge(states)
+
+    def learn(self, progress: float) -> dict[str, float]:
+        """The learner stores the chunks (resolved from the object store by Ray) and updates."""
+        chunks, self._pending_chunks = self._pending_chunks, []
+        try:
+            return dict(self.ray.get(self.learner.learn.remote(progress, *chunks),
+                                     timeout=self.config.cluster.call_timeout_s))
+        except self.ray.exceptions.RayActorError as exc:
+            raise WorkerFailure(f"the learner failed; the last checkpoint is intact. Cause: {exc}") from exc
+
+    def _broadcast(self, version: int) -> dict[str, float]:
+        members = [self.learner, *self.env_group.actors]
+        results = self._get([m.broadcast_weights.remote(version) for m in members],
+                            self.config.cluster.call_timeout_s, "broadcast weights")
+        return results[0]
+
+    def sync(self) -> tuple[int, dict[str, float]]:
+        """Push the learner's weights (and merged preprocessor statistics) to every rollout copy."""
+        t0 = time.perf_counter()
+        self.version += 1
+        if self.strategy == "broadcast":
+            info = self._broadcast(self.version)
+            metrics = {"sync/bytes": info["bytes"], "sync/buckets": info["buckets"]}
+        else:
+            ref = self.learner.get_weights.remote()
+            self._get([a.set_weights.remote(ref, self.version) for a in self.env_group.actors],
+                      self.config.cluster.call_timeout_s, "send weights through the object store")
+            metrics = {}
+        if self.preprocessors:
+            states = [_strip_private(p.state_dict()) for p in self.preprocessors]
+            for a in self.env_group.actors:  # ordered before the next collect on each actor
+                a.load_preprocessor_states.remote(states)
+        metrics["sync/seconds"] = time.perf_counter() - t0
+        metrics["sync/version"] = float(self.version)
+        metrics["fault/worker_restarts"] = float(getattr(self, "restarts", 0))
+        return self.version, metrics
+
+    def eval_policy(self) -> Any:
+        """A policy in the driver holding the learner's current weights (for evaluation)."""
+        from rlightning_core.policy.base import PolicyRole
+        from rlightning_core.policy.group import resolve_device
+
+        if self._eval_policy is None:
+            spec = self.plugins.registry.resolve("policy", self.policy_cfg.type)
+            self._eval_policy = spec.build(self.policy_cfg.params, observation_space=self.observation_space,
+                                           action_space=self.action_space, role=PolicyRole.EVAL,
+                                           device=resolve_device(self.policy_cfg.rollout_device),
+                                           seed=derive_seed(self.config.seed, 4, 999))
+        if self._eval_version != self.version:
+            weights = self._get(self.learner.get_weights.remote(), self.config.cluster.call_timeout_s,
+                                "fetch weights for evaluation")
+            self._eval_policy.set_weights(weights, self.version)
+            self._eval_version = self.version
+        return self._eval_policy
+
+    def state_dict(self) -> dict[str, Any]:
+        """Learner + buffer (from the learner actor), merged preprocessors, env runners, weight version."""
+        timeout = self.config.cluster.call_timeout_s
+        remote = self._get(self.learner.state_dict.remote(), timeout, "fetch the learner state")
+        runners = self._get([a.state_dict.remote() for a in self.env_group.actors], timeout, "fetch env states")
+        return {"policy": {"learner": remote["learner"], "version": self.version}, "buffer": remote["buffer"],
+                "preprocessors": [p.state_dict() for p in self.preprocessors], "runners": runners}
+
+    def load_state_dict(self, state: dict[str, Any]) -> list[bool]:
+        """Restore; a different number of env workers than at save time resets the envs instead."""
+        timeout = self.config.cluster.call_timeout_s
+        self._get(self.learner.load_state_dict.remote({"learner": state["policy"]["learner"],
+                                                        "buffer": state["buffer"]}), timeout, "restore the learner")
+        for p, s in zip(self.preprocessors, state["preprocessors"], strict=True):
+            p.load_state_dict(s)
+        self.version = int(state["policy"]["version"]) - 1
+        self.sync()
+        saved = state["runners"]
+        if len(saved) != len(self.env_group.actors):
+            return [False] * len(self.env_group.actors)
+        return list(self._get([a.load_state_dict.remote(s) for a, s in zip(self.env_group.actors, saved,
+                                                                           strict=True)], timeout, "restore envs"))
+
+    def reseed_runner(self, index: int, seed: int) -> None:
+        """Reset one env runner with ``seed``."""
+        self.env_group.actors[index].reset.remote(seed)
+
+    def close(self) -> None:
+        """Kill the actors; shut the cluster down if this run started it."""
+        try:
+            self.ray.kill(self.learner, no_restart=True)
+        except Exception:
+            pass
+        if not self.owns_env_group:
+            return  # the caller's RemoteEnvGroup (and the cluster it started) stay up until it is closed
+        if self.owns_env_group:
+            self.env_group.close()
+        self.cluster.shutdown()

@@ -1,0 +1,120 @@
+"""Placement of actors into Ray placement-group bundles, per ``cluster.placement``.
+
+- ``default``: no placement group; Ray schedules each actor by its resources.
+- ``colocate``: one bundle holding the learner and every env runner (one node; with a GPU the learner and the
+  rollout copies share it), so weights never cross the network.
+- ``disaggregate``: one bundle per actor, spread over nodes where there are several.
+- ``manual``: the bundles in ``cluster.bundles``; ``cluster.learner_bundle`` and ``env[i].bundle`` say where.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from rlightning_core.config.schema import ClusterConfig, EnvConfig, MainConfig
+from rlightning_core.errors import ConfigError
+
+__all__ = ["PlacementPlan"]
+
+_MIN = 1e-3  # Ray refuses empty bundles: a zero-CPU actor still gets a token share
+
+
+def _bundle(cpus: float, gpus: float) -> dict[str, float]:
+    out = {"CPU": max(float(cpus), _MIN)}
+    if gpus > 0:
+        out["GPU"] = float(gpus)
+    return out
+
+
+@attrs.define
+class PlacementPlan:
+    """Bundles and which actor goes where; :meth:`create` reserves them on the cluster."""
+
+    strategy: str
+    bundles: list[dict[str, float]]
+    env_bundles: list[int | None]
+    """Bundle of every env worker (in env group order), ``None`` without a placement group."""
+    learner_bundle: int | None
+    ray_strategy: str = "PACK"
+    pg: Any = None
+
+    @classmethod
+    def for_run(cls, config: MainConfig) -> PlacementPlan:
+        """The plan ``config.cluster.placement`` asks for."""
+        return cls.from_parts(config.cluster, config.env)
+
+    @classmethod
+    def from_parts(cls, c: ClusterConfig, env_cfgs: Sequence[EnvConfig]) -> PlacementPlan:
+        """The plan for these env configs under cluster config ``c``."""
+        workers = [(i, e) for i, e in enumerate(env_cfgs) for _ in range(e.num_workers)]
+        if c.placement == "default":
+            return cls("default", [], [None] * len(workers), None)
+        if c.placement == "colocate":
+            cpus = c.learner_num_cpus + sum(e.num_cpus for _, e in workers)
+            return cls("colocate", [_bundle(cpus, c.learner_num_gpus)], [0] * len(workers), 0, "STRICT_PACK")
+        if c.placement == "disaggregate":
+            bundles = [_bundle(c.learner_num_cpus, c.learner_num_gpus)] + [_bundle(e.num_cpus, 0) for _, e in workers]
+            return cls("disaggregate", bundles, list(range(1, len(workers) + 1)), 0, "SPREAD")
+        # manual
+        problems = []
+        if not c.bundles:
+            problems.append("cluster.bundles: placement 'manual' needs a list of bundles, e.g. [{CPU: 2}, {CPU: 1}]")
+        n = len(c.bundles)
+        if c.learner_bundle is None or not 0 <= c.learner_bundle < max(n, 1):
+            problems.append(f"cluster.learner_bundle: placement 'manual' needs the learner's bundle index "
+                            f"(0..{max(n - 1, 0)}), got {c.learner_bundle!r}")
+        for i, e in enumerate(env_cfgs):
+            if e.bundle is None or not 0 <= e.bundle < max(n, 1):
+                problems.append(f"env[{i}].bundle: placement 'manual' needs a bundle index (0..{max(n - 1, 0)}), "
+                                f"got {e.bundle!r}")
+        if problems:
+            raise ConfigError(problems)
+        return cls("manual", [dict(b) for b in c.bundles], [e.bundle for _, e in workers], c.learner_bundle)
+
+    def create(self, ray: Any, timeout_s: float) -> None:
+        """Reserve the bundles (and wait until Ray has them)."""
+        if not self.bundles or self.pg is not None:
+            return
+        from ray.util.placement_group import placement_group
+
+        self.pg = placement_group(self.bundles, strategy=self.ray_strategy, name="rlightning")
+        try:
+            ray.get(self.pg.ready(), timeout=timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            raise ConfigError([f"cluster.placement: the cluster cannot reserve the bundles {self.bundles} "
+                               f"({self.ray_strategy}) within {timeout_s:.0f}s"]) from None
+
+    def options(self, bundle: int | None) -> dict[str, Any]:
+        """``.options(...)`` keywords that put an actor into ``bundle``."""
+        if self.pg is None or bundle is None:
+            return {}
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        return {"scheduling_strategy": PlacementGroupSchedulingStrategy(
+            self.pg, placement_group_bundle_index=bundle, placement_group_capture_child_tasks=True)}
+
+    def describe(self, labels: list[str]) -> list[str]:
+        """Human-readable plan (``train --dry-run``)."""
+        if not self.bundles:
+            return ["placement: default (no placement group; Ray schedules each actor by its resources)"]
+        lines = [f"placement: {self.strategy} ({self.ray_strategy}), {len(self.bundles)} bundle(s)"]
+        for b, res in enumerate(self.bundles):
+            who = (["learner"] if self.learner_bundle == b else []) + [
+                f"env-runner {lbl}#{i}" for i, (lbl, eb) in enumerate(zip(labels, self.env_bundles, strict=True))
+                if eb == b]
+            lines.append(f"  bundle {b} {res}: {', '.join(who) or '(empty)'}")
+        return lines
+
+    def remove(self, ray: Any) -> None:
+        """Release the bundles."""
+        if self.pg is not None:
+            from ray.util.placement_group import remove_placement_group
+
+            try:
+                remove_placement_group(self.pg)
+            except Exception:
+                pass
+            self.pg = None

@@ -1,0 +1,1 @@
+"""Weight sync: bucketed collective broadcast, object-store and local strategies, versions."""

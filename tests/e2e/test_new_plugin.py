@@ -1,0 +1,82 @@
+"""``rlightning new-plugin``: every kind's scaffold installs with pip and passes its own tests untouched."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rlightning_cli.commands.new_plugin import plan_files
+from rlightning_core.types import KINDS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def rl(*args: str, python: str | Path = sys.executable, cwd: Path = ROOT, timeout: float = 120):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RLIGHTNING_") and k != "PYTHONPATH"}
+    return subprocess.run([str(python), "-m", "rlightning_cli", *args], capture_output=True, text=True, env=env,
+                          cwd=cwd, timeout=timeout, check=False)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_scaffold_files_are_complete_python(kind):
+    dist, files = plan_files("my-thing", kind)
+    assert dist == "rlightning-my-thing"
+    assert {"pyproject.toml", "README.md", "rlightning_my_thing/plugin.py", "rlightning_my_thing/params.py",
+            "tests/test_my_thing_conformance.py"} <= set(files)
+    for path, text in files.items():
+        assert "{{" not in text, f"{path}: unfilled placeholder"
+        if path.endswith(".py"):
+            ast.parse(text, filename=path)
+    assert '[project.entry-points.rlightning]\nmy-thing = "rlightning_my_thing.plugin"' in files["pyproject.toml"]
+    assert f"check_{kind}(\"my-thing\"" in files["tests/test_my_thing_conformance.py"]
+
+
+def test_bad_names_and_existing_folders_are_user_errors(tmp_path):
+    bad = rl("new-plugin", "My Env", "--kind", "env", "--dir", str(tmp_path))
+    assert bad.returncode == 2 and "use lowercase letters and digits" in bad.stderr
+    ok = rl("new-plugin", "grid", "--kind", "env", "--dir", str(tmp_path))
+    assert ok.returncode == 0, ok.stderr
+    assert "pip install -e" in ok.stdout
+    again = rl("new-plugin", "rlightning-grid", "--kind", "policy", "--dir", str(tmp_path))
+    assert again.returncode == 2 and "already exists and is not empty" in again.stderr
+    assert "--kind" in rl("new-plugin", "x", "--kind", "robot").stderr
+
+
+@pytest.mark.slow
+def test_every_scaffold_installs_lists_and_passes_its_tests(tmp_path):
+    """As a user would: scaffold, ``pip install -e``, ``list-plugins``, the scaffold's own pytest."""
+    if importlib.util.find_spec("setuptools") is None:
+        pytest.skip("pip install -e --no-build-isolation needs setuptools in this environment")
+    from rlightning_core.testing.venv import overlay_venv, pip_install
+
+    names = {kind: f"new-{kind}" for kind in KINDS}
+    for kind, name in names.items():
+        proc = rl("new-plugin", name, "--kind", kind, "--dir", str(tmp_path))
+        assert proc.returncode == 0, proc.stderr
+    python = overlay_venv(tmp_path / "venv")
+    pip_install(python, *[a for name in names.values() for a in ("-e", str(tmp_path / f"rlightning-{name}"))])
+
+    listed = rl("list-plugins", "--json", python=python)
+    assert listed.returncode == 0, listed.stderr
+    import json
+
+    rows = {p["distribution"]: p for p in json.loads(listed.stdout)["plugins"]}
+    for kind, name in names.items():
+        row = rows[f"rlightning-{name}"]
+        assert row["status"] == "loaded", row
+        assert row["provides"] == {kind: [name]}
+    check = rl("list-plugins", "--check", "--kind", "env", python=python)
+    assert "check new-env: ok" in check.stdout, check.stdout + check.stderr
+
+    tests = [str(tmp_path / f"rlightning-{name}" / "tests") for name in names.values()]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RLIGHTNING_") and k != "PYTHONPATH"}
+    proc = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert f"{2 * len(KINDS)} passed" in proc.stdout

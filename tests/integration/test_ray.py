@@ -1,0 +1,142 @@
+"""Ray mode on a real local cluster: the same config trains, weights sync bit for bit, workers recover."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("training_plugins")]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def ray_config(cartpole_config, *overrides):
+    return cartpole_config("cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", "checkpoint.every=0",
+                           *overrides)
+
+
+def assert_runners_match_learner(execution):
+    ray = execution.ray
+    learner = ray.get(execution.learner.get_weights.remote())
+    for actor in execution.env_group.actors:
+        weights = ray.get(actor.get_weights.remote())
+        assert weights.keys() == learner.keys()
+        for key in learner:
+            np.testing.assert_array_equal(weights[key], learner[key])  # bit for bit
+        assert ray.get(actor.weight_version.remote()) == execution.version
+
+
+@pytest.mark.parametrize("strategy", ["broadcast", "object_store"])
+def test_weight_sync_is_bitwise_and_versioned(ray_cluster, tmp_path, cartpole_config, build_run, strategy):
+    config = ray_config(cartpole_config, f"cluster.weight_sync={strategy}", "engine.total_steps=768",
+                        "engine.eval_every=0", "engine.eval_episodes=2")
+    engine = build_run(config)
+    execution = engine.execution
+    assert execution.version == 1  # the first sync happens before any rollout
+    assert_runners_match_learner(execution)
+    versions = []
+    for _ in range(3):
+        stats = execution.collect(32)
+        assert {s.steps for s in stats} == {128}
+        execution.learn(0.0)
+        version, metrics = execution.sync()
+        versions.append(version)
+        assert_runners_match_learner(execution)
+        if strategy == "broadcast":
+            assert metrics["sync/bytes"] > 0 and metrics["sync/buckets"] >= 1
+    assert versions == [2, 3, 4]
+    chunk_ref, _ = execution.env_group.actors[0].collect.options(num_returns=2).remote(4)
+    assert ray_cluster.get(chunk_ref).weight_version == 4  # data carries the version it was collected with
+    execution.close()
+
+
+def test_ray_training_learns_and_matches_the_local_metrics_layout(ray_cluster, tmp_path, cartpole_config,
+                                                                  build_run):
+    config = ray_config(cartpole_config, "engine.total_steps=60000")
+    result = build_run(config).run(tmp_path / "run")
+    assert result.stop_reason == "target_eval_return", result
+    rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    keys = set().union(*rows)
+    assert {"loss/policy", "rollout/episode_return_mean", "sync/seconds", "env/CartPole-v1/episode_return_mean",
+            "time/train_s"} <= keys
+    assert ray_cluster.is_initialized()  # a cluster the run joined is left running
+
+
+def test_a_killed_env_worker_is_recreated_and_training_finishes(ray_cluster, tmp_path, cartpole_config,
+                                                                 build_run):
+    from rlightning_core import hookimpl
+    from rlightning_core.plugins import load_plugins
+
+    config = ray_config(cartpole_config, "engine.total_steps=1536", "engine.eval_every=0",
+                        "engine.eval_episodes=2")
+    engine = build_run(config)
+
+    class Killer:
+        @hookimpl
+        def on_metrics(self, step, metrics):
+            if metrics.get("iteration") == 2:
+                ray_cluster.kill(engine.execution.env_group.actors[1], no_restart=True)
+
+    engine.plugins = load_plugins(extra=[("killer", Killer())])
+    result = engine.run(tmp_path / "run")
+    assert result.env_steps == 1536 and result.stop_reason == "total_steps"
+    rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    restarts = [r["fault/worker_restarts"] for r in rows if "fault/worker_restarts" in r]
+    assert restarts[0] == 0 and restarts[-1] == 1
+    assert engine.execution.env_group.slots[1].restarts == 1
+
+
+def test_too_few_cpus_is_a_clear_config_error(ray_cluster, cartpole_config, build_run):
+    from rlightning_core.errors import ConfigError
+
+    config = ray_config(cartpole_config, "env.num_cpus=3")
+    with pytest.raises(ConfigError, match="reserve 7 CPUs"):
+        build_run(config)
+
+
+@pytest.mark.slow
+def test_ray_mode_from_the_cli(ray_cluster, tmp_path):
+    """The example config as a user runs it, joining the session's cluster (no second start-up)."""
+    address = ray_cluster.get_runtime_context().gcs_address
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RLIGHTNING_")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlightning_cli", "train", str(ROOT / "examples" / "cartpole_ppo_ray.yaml"),
+         f"cluster.address={address}", "logging.progress=false", "--run-dir", str(tmp_path / "run")],
+        capture_output=True, text=True, timeout=600, env=env, cwd=ROOT, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Stopped (target_eval_return)" in proc.stderr
+    assert "ray startup:" in proc.stderr
+
+
+@pytest.mark.parametrize(("placement", "extra", "bundles"), [
+    ("colocate", (), [{"CPU": 3.0}]),
+    ("disaggregate", (), [{"CPU": 1.0}, {"CPU": 1.0}, {"CPU": 1.0}]),
+    ("manual", ("cluster.bundles=[{CPU: 1}, {CPU: 2}]", "cluster.learner_bundle=0", "env.bundle=1"),
+     [{"CPU": 1.0}, {"CPU": 2.0}]),
+])
+def test_placement_puts_actors_in_the_promised_bundles(ray_cluster, cartpole_config, build_run, placement, extra,
+                                                        bundles):
+    from ray.util import placement_group_table
+
+    config = ray_config(cartpole_config, f"cluster.placement={placement}", *extra)
+    engine = build_run(config)
+    execution = engine.execution
+    plan = execution.env_group.plan
+    table = placement_group_table(plan.pg)
+    assert [dict(b) for b in table["bundles"].values()] == bundles
+    assert table["state"] == "CREATED"
+    pg_id = plan.pg.id.hex()
+    members = [execution.learner, *execution.env_group.actors]
+    assert ray_cluster.get([m.placement_group_id.remote() for m in members]) == [pg_id] * 3
+    # each bundle holds exactly its actors' CPUs, so Ray cannot have put two 1-CPU actors into a 1-CPU bundle
+    assert plan.learner_bundle == 0
+    assert plan.env_bundles == {"colocate": [0, 0], "disaggregate": [1, 2], "manual": [1, 1]}[placement]
+    pg = plan.pg
+    execution.close()
+    assert placement_group_table(pg)["state"] == "REMOVED"
