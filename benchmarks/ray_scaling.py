@@ -6,6 +6,8 @@
    mode with the same 8 envs. Target: >= 1.0.
 3. Startup: wall time from building the run to the first collected chunk in ray mode, against `ray.init`
    alone measured in the same run. Target: <= ray.init + 1 s.
+4. Memory: PSS of the driver and every Ray process during a ray-mode CartPole run with 2 env workers.
+   Target: <= 1.0 GiB in all.
 
     python benchmarks/ray_scaling.py [--workers 1 2 4 8] [--steps 2048]
 """
@@ -94,8 +96,32 @@ def startup(tmp: Path) -> None:
     print(f"  ray.init {init_s:.2f}s   build + first chunk {first:.2f}s   overhead {first - init_s:+.2f}s "
           f"(target <= +1.0s: {'PASS' if first - init_s <= 1.0 else 'FAIL'})")
     print(f"  phases: {engine.execution.startup}")
+    pss = process_tree_pss_mib()
+    print(f"\n4. memory: PSS of the driver + every Ray process with 2 env workers: {sum(pss.values()):.0f} MiB "
+          f"(target <= 1024 MiB: {'PASS' if sum(pss.values()) <= 1024 else 'FAIL'})")
+    for name, mib in sorted(pss.items(), key=lambda kv: -kv[1])[:8]:
+        print(f"    {mib:7.0f} MiB  {name}")
     engine.execution.close()
     engine.env_group.close()
+
+
+def process_tree_pss_mib() -> dict[str, float]:
+    """PSS (proportional set size: shared pages split between the processes sharing them) per process of this
+    driver and every Ray process on the machine, from /proc/*/smaps_rollup."""
+    out: dict[str, float] = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if int(pid) != os.getpid() and "ray" not in cmd:
+                continue
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    out[f"{pid} {cmd[:70]}"] = int(line.split()[1]) / 1024
+        except (OSError, ValueError):
+            continue
+    return out
 
 
 def main() -> None:

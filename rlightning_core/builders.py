@@ -127,9 +127,15 @@ def build_policy_group(
 
 
 def build_engine(config: MainConfig, env_group: Any, policy_group: PolicyGroup, buffer: Any, *,
-                 registry: Any = None) -> Any:
-    """The engine ``config.engine.type`` driving ``env_group``, ``policy_group`` and ``buffer``."""
-    reg = _registry(registry)
+                 registry: Any = None, plugins: Any = None) -> Any:
+    """The engine ``config.engine.type`` driving ``env_group``, ``policy_group`` and ``buffer``.
+
+    ``plugins`` (a ``PluginSet``) supplies the registry and the observers that receive the run's lifecycle
+    hooks; default: this process's plugins.
+    """
+    reg = plugins.registry if plugins is not None else _registry(registry)
     spec = reg.resolve("engine", config.engine.type)
     params = _params(spec, config.engine.params, "engine")
-    return spec.build(params, config=config, env_group=env_group, policy_group=policy_group, buffer=buffer)
+    extra = {"plugins": plugins} if plugins is not None else {}
+    return spec.build(params, config=config, env_group=env_group, policy_group=policy_group, buffer=buffer,
+                      **extra)

@@ -106,7 +106,7 @@ def train(config_file: str, overrides: tuple[str, ...], run_dir: str | None, res
         result = engine.run(target, resume_from=resume)
     finally:
         env_group.close()
-    ev = f", last eval return {result.last_eval_return:.1f}" if result.last_eval_return is not None else ""
+    ev = f", last eval return {result.last_eval_return:.4g}" if result.last_eval_return is not None else ""
     click.echo(f"Stopped ({result.stop_reason}) after {result.iterations} iterations, {result.env_steps} env "
                f"steps, {result.train_s:.1f}s of training{ev}. Run directory: {result.run_dir}", err=True)
     return 130 if result.stop_reason == "interrupted" else 0

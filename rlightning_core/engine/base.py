@@ -75,6 +75,7 @@ class BaseEngine(ABC):
         self.profile = dict.fromkeys(PHASES, 0.0)
         self._episode_window: dict[str, deque[tuple[float, int]]] = {}
         self._pending_env_metrics: dict[str, list[float]] = {}
+        self._lags: list[int] = []
         self.run_ctx: Any = None
         self.checkpoints: Any = None
         self.evaluator: Any = None
@@ -83,6 +84,10 @@ class BaseEngine(ABC):
         self.preprocessors = self.execution.preprocessors
         self.buffer: DataBuffer | None = getattr(self.execution, "buffer", None)
         self.runners: list[EnvRunner] = getattr(self.execution, "runners", [])
+
+    def execution_version(self) -> int:
+        """The learner's current weight version (what rollout data is compared with for policy lag)."""
+        return int(getattr(self.execution, "version", getattr(self.policy_group, "version", 0)))
 
     def rollout_steps(self) -> int:
         """Steps per env per iteration (``T``)."""
@@ -109,6 +114,10 @@ class BaseEngine(ABC):
         from rlightning_core.run import prepare_run
 
         cfg = self.config
+        if resume_from is not None:  # refuse before touching the run directory
+            from rlightning_core.checkpoint.manager import resolve_checkpoint
+
+            resolve_checkpoint(resume_from)
         self.run_ctx = ctx = prepare_run(cfg, run_dir, plugins=self.plugins, resume=resume_from is not None)
         self.checkpoints = CheckpointManager(ctx.run_dir / "checkpoints", keep_last=cfg.checkpoint.keep_last,
                                              keep_best=cfg.checkpoint.keep_best)
@@ -186,6 +195,7 @@ class BaseEngine(ABC):
     def record_rollout(self, stats: RolloutStats) -> None:
         """Account one runner's chunk: steps, timings, finished episodes, env metrics."""
         self.env_steps += stats.steps
+        self._lags.append(self.execution_version() - stats.weight_version)
         self.profile["env"] += stats.env_s
         self.profile["inference"] += stats.inference_s
         window = self._episode_window.setdefault(stats.label, deque(maxlen=100))
@@ -205,6 +215,10 @@ class BaseEngine(ABC):
         if everything:
             out["rollout/episode_return_mean"] = float(np.mean([r for r, _ in everything]))
             out["rollout/episode_length_mean"] = float(np.mean([n for _, n in everything]))
+        if self._lags:
+            out["perf/policy_lag_mean"] = float(np.mean(self._lags))
+            out["perf/policy_lag_max"] = float(max(self._lags))
+            self._lags = []
         for key, values in self._pending_env_metrics.items():
             if values:
                 out[key] = float(np.mean(values))

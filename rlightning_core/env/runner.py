@@ -19,7 +19,11 @@ from rlightning_core.env.base import EnvWorker, EpisodeStats
 from rlightning_core.policy.base import BasePolicy
 from rlightning_core.preprocess.base import Preprocessor
 
-__all__ = ["EnvRunner", "RolloutStats"]
+__all__ = ["EnvRunner", "EnvStepError", "RolloutStats"]
+
+
+class EnvStepError(RuntimeError):
+    """An env raised in ``step``; the message names the worker and the actions it was given."""
 
 
 @attrs.define
@@ -35,6 +39,8 @@ class RolloutStats:
     """Seconds spent in the policy (and preprocessors)."""
     steps: int = 0
     """Env steps (transitions) collected."""
+    weight_version: int = 0
+    """Version of the weights the chunk was collected with (policy lag = learner version - this)."""
     preprocessor_states: list[dict[str, Any]] | None = None
     """Remote runners report their preprocessor statistics for merging (``None`` in one process)."""
 
@@ -114,7 +120,13 @@ class EnvRunner:
             if self.policy_resp_fn is not None:
                 out = self.policy_resp_fn(out)
             t1 = clock()
-            step = worker.step(out.env_actions if out.env_actions is not None else out.actions)
+            actions = out.env_actions if out.env_actions is not None else out.actions
+            try:
+                step = worker.step(actions)
+            except Exception as exc:
+                raise EnvStepError(f"env worker {self.label!r} (buffer columns {self.column}.."
+                                   f"{self.column + n - 1}) failed in step() with actions {actions!r}: "
+                                   f"{type(exc).__name__}: {exc}") from exc
             t2 = clock()
             if self.env_ret_fn is not None:
                 step = self.env_ret_fn(step)
@@ -162,6 +174,7 @@ class EnvRunner:
         last_values = policy.value(obs) if self._has_value else None
         self.total_steps += num_steps * n
         stats.env_s, stats.inference_s, stats.steps = env_s, inf_s, num_steps * n
+        stats.weight_version = policy.weight_version
         chunk = Chunk(data=data, last_obs=obs, last_values=last_values, weight_version=policy.weight_version,
                       column=self.column, env_label=self.label)
         return chunk, stats
