@@ -89,7 +89,7 @@ def bench(session: nox.Session) -> None:
     for plugin in PLUGINS:
         session.install("-e", str(plugin))
     session.install("stable-baselines3>=2.3")
-    scripts = session.posargs or sorted(str(p) for p in (ROOT / "benchmarks").glob("*.py"))
+    scripts = session.posargs or sorted(str(p) for p in (ROOT / "benchmarks").glob("[!_]*.py"))
     for script in scripts:
         session.run("python", script)
 

@@ -164,7 +164,13 @@ def main() -> None:
           f"{args.repeats} interleaved runs each")
     h = HPARAMS
     overrides = [*NO_EXTRAS, f"engine.total_steps={args.steps}", f"env[0].num_envs={h['num_envs']}",
-                 f"engine.params.rollout_steps={h['rollout_steps']}"]
+                 f"engine.params.rollout_steps={h['rollout_steps']}",
+                 # the same work as the hand-written loop, whatever examples/cartpole_ppo.yaml says today
+                 f"policy.params.minibatch_size={h['minibatch_size']}", f"policy.params.epochs={h['epochs']}",
+                 f"policy.params.lr={h['lr']}", f"policy.params.gamma={h['gamma']}",
+                 f"policy.params.gae_lambda={h['gae_lambda']}", f"policy.params.clip_ratio={h['clip']}",
+                 f"policy.params.vf_coef={h['vf_coef']}", f"policy.params.ent_coef={h['ent_coef']}",
+                 f"policy.params.max_grad_norm={h['max_grad_norm']}", "policy.params.anneal_lr=true"]
     variants = {
         "rlightning": lambda i: run_rlightning([*overrides, f"seed={args.seed + i}"]),
         "hand-written": lambda i: hand_ppo(args.steps, args.seed + i, **HPARAMS),

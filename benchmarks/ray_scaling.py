@@ -55,7 +55,7 @@ def scaling(workers: list[int], steps_per_worker: int, tmp: Path) -> None:
     print("\n1. scaling: SleepyCartPole (5 ms/step), 1 env per worker, collection SPS")
     base = None
     for k in workers:
-        cfg = cartpole("cluster.mode=ray", "env.params.id=sleepy_env:SleepyCartPole-v0", f"env.num_workers={k}",
+        cfg = cartpole("cluster.mode=ray", "env.params.id=_sleepy_env:SleepyCartPole-v0", f"env.num_workers={k}",
                        "env.num_envs=1", "engine.params.rollout_steps=64", "policy.params.epochs=1",
                        "policy.params.minibatch_size=64", f"engine.total_steps={steps_per_worker * k}",
                        "env.num_cpus=0.5")

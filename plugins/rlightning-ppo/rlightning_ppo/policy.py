@@ -6,6 +6,7 @@ also owns the Adam optimizer and runs :meth:`PPOPolicy.learn` over a ``RolloutBu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -64,7 +65,8 @@ class PPOPolicy(BasePolicy):
         if not self.discrete:
             self.low = torch.as_tensor(action_space.low, dtype=torch.float32)
             self.high = torch.as_tensor(action_space.high, dtype=torch.float32)
-        self.optimizer = _adam(self.net.parameters(), params) if role is PolicyRole.TRAIN else None
+        self._params = list(self.net.parameters())
+        self.optimizer = _adam(self._params, params) if role is PolicyRole.TRAIN else None
 
     # -- rollout ---------------------------------------------------------------------------------------------
     def _obs(self, obs: np.ndarray) -> torch.Tensor:
@@ -92,11 +94,10 @@ class PPOPolicy(BasePolicy):
                     actions = out + noise * log_std.exp()
                 logp = gaussian_log_prob(actions, out, log_std)
                 env_actions = torch.clamp(actions, self.low, self.high).numpy()
-            return PolicyOutput(
-                actions=actions.cpu().numpy(),
-                extras={"log_prob": logp.cpu().numpy(), "value": value.cpu().numpy()},
-                env_actions=env_actions,
-            )
+            if self.device != "cpu":
+                actions, logp, value = actions.cpu(), logp.cpu(), value.cpu()
+            return PolicyOutput(actions=actions.numpy(), extras={"log_prob": logp.numpy(), "value": value.numpy()},
+                                env_actions=env_actions)
 
     def value(self, obs: np.ndarray) -> np.ndarray:
         """State values, for bootstrapping truncated episodes and the end of a rollout."""
@@ -105,19 +106,22 @@ class PPOPolicy(BasePolicy):
 
     # -- training --------------------------------------------------------------------------------------------
     def _evaluate(self, obs: torch.Tensor, actions: torch.Tensor
-                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                  ) -> tuple[torch.Tensor, Callable[[], torch.Tensor], torch.Tensor]:
+        """Log-probs of ``actions``, a function giving the mean entropy, and values."""
         out, value = self.net(obs.reshape(obs.shape[0], -1))
         if self.discrete:
             logp_all = torch.log_softmax(out, -1)
             logp = logp_all.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
-            entropy = -(logp_all.exp() * logp_all).sum(-1)
-        else:
-            logp = gaussian_log_prob(actions, out, self.net.log_std)
-            entropy = gaussian_entropy(self.net.log_std).expand(obs.shape[0])
-        return logp, entropy, value
+            return logp, lambda: -(logp_all.exp() * logp_all).sum(-1).mean(), value
+        log_std = self.net.log_std
+        return gaussian_log_prob(actions, out, log_std), lambda: gaussian_entropy(log_std), value
 
     def learn(self, buffer: Any, *, progress: float = 0.0) -> dict[str, float]:
-        """Compute GAE, then ``epochs`` passes of clipped-surrogate minibatch updates."""
+        """Compute GAE, then ``epochs`` passes of clipped-surrogate minibatch updates.
+
+        Diagnostics stay tensors until the end (one host sync per call, not five per minibatch), and the
+        entropy enters the graph only when it is part of the loss (``ent_coef > 0``).
+        """
         if self.optimizer is None:
             raise RuntimeError("learn() called on a rollout (EVAL) copy of ppo")
         p = self.params
@@ -125,26 +129,24 @@ class PPOPolicy(BasePolicy):
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         buffer.compute_returns_and_advantages(gamma=p.gamma, gae_lambda=p.gae_lambda)
-        sums = {"loss/policy": 0.0, "loss/value": 0.0, "loss/entropy": 0.0, "stats/approx_kl": 0.0,
-                "stats/clip_fraction": 0.0}
-        n_updates = 0
+        diagnostics: list[torch.Tensor] = []  # per minibatch: policy loss, value loss, entropy, approx-KL, clip frac
         epochs_done = 0
         seen_values: list[torch.Tensor] = []
         seen_returns: list[torch.Tensor] = []
+        low, high = 1 - p.clip_ratio, 1 + p.clip_ratio
         for _ in range(p.epochs):
-            epoch_kl = 0.0
-            epoch_n = 0
+            epoch_start = len(diagnostics)
             for mb in buffer.minibatches(p.minibatch_size, generator=self.generator):
                 if epochs_done == 0:
                     seen_values.append(mb["value"])
                     seen_returns.append(mb["returns"])
-                logp, entropy, value = self._evaluate(mb["obs"], mb["actions"])
+                logp, entropy_fn, value = self._evaluate(mb["obs"], mb["actions"])
                 log_ratio = logp - mb["log_prob"]
                 ratio = log_ratio.exp()
                 adv = mb["advantages"]
                 if p.normalize_advantages and adv.numel() > 1:
                     adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-                pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - p.clip_ratio, 1 + p.clip_ratio)).mean()
+                pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(low, high)).mean()
                 returns = mb["returns"]
                 if p.clip_value is not None:
                     old_v = mb["value"]
@@ -152,27 +154,27 @@ class PPOPolicy(BasePolicy):
                     v_loss = 0.5 * torch.max((value - returns) ** 2, (v_clipped - returns) ** 2).mean()
                 else:
                     v_loss = 0.5 * ((value - returns) ** 2).mean()
-                ent = entropy.mean()
-                loss = pg_loss - p.ent_coef * ent + p.vf_coef * v_loss
+                loss = pg_loss + p.vf_coef * v_loss
+                if p.ent_coef > 0:
+                    entropy = entropy_fn()
+                    loss = loss - p.ent_coef * entropy
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 if p.max_grad_norm is not None:
-                    torch.nn.utils.clip_grad_norm_(self.net.parameters(), p.max_grad_norm)
+                    torch.nn.utils.clip_grad_norm_(self._params, p.max_grad_norm)
                 self.optimizer.step()
                 with torch.no_grad():
-                    kl = ((ratio - 1) - log_ratio).mean().item()
-                    sums["stats/clip_fraction"] += ((ratio - 1).abs() > p.clip_ratio).float().mean().item()
-                sums["loss/policy"] += pg_loss.item()
-                sums["loss/value"] += v_loss.item()
-                sums["loss/entropy"] += ent.item()
-                sums["stats/approx_kl"] += kl
-                epoch_kl += kl
-                epoch_n += 1
-                n_updates += 1
+                    ent = entropy.detach() if p.ent_coef > 0 else entropy_fn()
+                    kl = ((ratio - 1) - log_ratio).mean()
+                    clip_frac = ((ratio - 1).abs() > p.clip_ratio).float().mean()
+                    diagnostics.append(torch.stack([pg_loss.detach(), v_loss.detach(), ent, kl, clip_frac]))
             epochs_done += 1
-            if p.target_kl is not None and epoch_n and epoch_kl / epoch_n > p.target_kl:
+            epoch_kl = torch.stack(diagnostics[epoch_start:])[:, 3].mean() if p.target_kl is not None else None
+            if epoch_kl is not None and epoch_kl.item() > p.target_kl:
                 break
-        metrics = {k: v / max(n_updates, 1) for k, v in sums.items()}
+        names = ("loss/policy", "loss/value", "loss/entropy", "stats/approx_kl", "stats/clip_fraction")
+        means = torch.stack(diagnostics).mean(0).tolist() if diagnostics else [0.0] * len(names)
+        metrics = dict(zip(names, means, strict=True))
         metrics["stats/explained_variance"] = _explained_variance(torch.cat(seen_values), torch.cat(seen_returns))
         metrics["stats/lr"] = lr
         metrics["stats/epochs"] = float(epochs_done)

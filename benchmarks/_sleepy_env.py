@@ -1,6 +1,6 @@
 """A CartPole whose every step also sleeps (like a physics simulator that costs real time), for scaling runs.
 
-Registered as ``sleepy_env:SleepyCartPole-v0`` (gymnasium imports this module by that id, in any process that
+Registered as ``_sleepy_env:SleepyCartPole-v0`` (gymnasium imports this module by that id, in any process that
 has ``benchmarks/`` on its path).
 """
 

@@ -1,0 +1,244 @@
+r"""Soft Actor-Critic (Haarnoja et al., 2018, "Soft Actor-Critic Algorithms and Applications").
+
+One class serves both roles: a rollout copy (``EVAL``) only runs :meth:`SACPolicy.act`; a learner (``TRAIN``)
+also owns the optimizers and runs :meth:`SACPolicy.learn` on a replay buffer. Per gradient update, in
+Stable-Baselines3's order:
+
+1. sample ``a~ = tanh(mu + sigma * eps)`` from the actor for the batch's observations;
+2. entropy coefficient: :math:`L(\alpha) = -\log\alpha \, (\log\pi(a^\sim|s) + \bar{\mathcal{H}})`;
+3. critics: :math:`y = r + d\,(1 - \text{term})\,(\min_k Q'_k(s', a') - \alpha \log\pi(a'|s'))` with
+   :math:`a' \sim \pi(\cdot|s')` and target critics :math:`Q'`, where ``r`` is the buffer's (n-step) return and
+   ``d`` its ``discount``; :math:`L(Q) = \tfrac12 \sum_k \mathbb{E}[w (Q_k(s, a) - y)^2]` with importance
+   weights ``w`` (ones unless the buffer is prioritized);
+4. actor: :math:`L(\pi) = \mathbb{E}[\alpha \log\pi(a^\sim|s) - \min_k Q_k(s, a^\sim)]` through the updated
+   critics, whose weights are read as constants (no gradient is computed for them);
+5. every ``target_update_interval`` updates: :math:`Q' \leftarrow (1-\tau) Q' + \tau Q`.
+
+Actions live in ``[-1, 1]`` (what the buffer stores and the critics see); ``env_actions`` rescales them to the
+action box.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from copy import deepcopy
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlightning_core.policy.base import BasePolicy, PolicyOutput, PolicyRole
+from rlightning_sac.networks import Actor, Critics, EntropyCoef, squashed_sample
+from rlightning_sac.params import SACParams
+from rlightning_sac.schedule import UpdateSchedule
+
+__all__ = ["SACPolicy"]
+
+
+def _adam(parameters: Any, lr: float) -> torch.optim.Optimizer:
+    """Adam with the fused kernel where torch has one (one kernel per step instead of ~10 per tensor)."""
+    parameters = list(parameters)
+    try:
+        return torch.optim.Adam(parameters, lr=lr, fused=True)
+    except (RuntimeError, TypeError):
+        return torch.optim.Adam(parameters, lr=lr, foreach=True)
+
+
+def _space_info(observation_space: Any, action_space: Any) -> tuple[int, int]:
+    from gymnasium import spaces
+
+    if not isinstance(observation_space, spaces.Box):
+        raise TypeError(f"sac needs a Box observation space (flat vectors), got {observation_space}")
+    if not isinstance(action_space, spaces.Box) or len(action_space.shape) != 1:
+        raise TypeError(f"sac needs a 1-D Box action space (continuous actions), got {action_space}; "
+                        "for discrete actions use the dqn policy")
+    if not (np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))):
+        raise TypeError(f"sac squashes actions into the action box, whose bounds must be finite; got {action_space}")
+    return int(np.prod(observation_space.shape)), int(action_space.shape[0])
+
+
+class SACPolicy(BasePolicy):
+    """SAC with twin critics, target critics, a tanh-squashed Gaussian actor and automatic entropy tuning."""
+
+    default_buffer = "replay"
+    extras_spec: dict[str, tuple[tuple[int, ...], Any]] = {}
+
+    def __init__(self, params: SACParams, *, observation_space: Any, action_space: Any,
+                 role: PolicyRole = PolicyRole.TRAIN, device: str = "cpu", seed: int = 0) -> None:
+        super().__init__(params, observation_space=observation_space, action_space=action_space, role=role,
+                         device=device, seed=seed)
+        obs_dim, self.act_dim = _space_info(observation_space, action_space)
+        hidden = [int(h) for h in params.hidden_sizes]
+        torch.manual_seed(seed)  # parameter initialization is a function of the seed alone
+        self.actor = Actor(obs_dim, self.act_dim, hidden, params.activation,
+                           (params.log_std_bounds[0], params.log_std_bounds[1])).to(device)
+        self.critic = Critics(2, obs_dim, self.act_dim, hidden, params.activation).to(device)
+        self.critic_target = deepcopy(self.critic).requires_grad_(False)
+        self.ent_coef = EntropyCoef(params.ent_coef).to(device)
+        self.target_entropy = float(params.target_entropy if params.target_entropy is not None
+                                    else -self.act_dim)
+        self.low = np.asarray(action_space.low, dtype=np.float32)
+        self.high = np.asarray(action_space.high, dtype=np.float32)
+        #: CPU generator: replay draws and rollout noise; ``noise_generator`` draws the learner's noise.
+        self.generator = torch.Generator(device="cpu").manual_seed(seed + 1)
+        self.noise_generator = torch.Generator(device=device).manual_seed(seed + 2)
+        self.schedule = UpdateSchedule(params.utd_ratio, params.learning_starts)
+        self.num_updates = 0
+        self.actor_optimizer: torch.optim.Optimizer | None = None
+        self.critic_optimizer: torch.optim.Optimizer | None = None
+        self.ent_coef_optimizer: torch.optim.Optimizer | None = None
+        if role is PolicyRole.TRAIN:
+            self.actor_optimizer = _adam(self.actor.parameters(), params.lr)
+            self.critic_optimizer = _adam(self.critic.parameters(), params.lr)
+            if params.auto_ent_coef:
+                self.ent_coef_optimizer = _adam(self.ent_coef.parameters(), params.lr)
+        self._autocast = params.precision == "bf16"
+
+    # -- rollout ---------------------------------------------------------------------------------------------
+    def _obs(self, obs: np.ndarray | torch.Tensor) -> torch.Tensor:
+        x = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
+        return x.reshape(x.shape[0], -1) if x.dim() > 2 else x
+
+    def act(self, obs: np.ndarray, *, deterministic: bool = False) -> PolicyOutput:
+        """Actions in ``[-1, 1]`` (stored) and rescaled to the action box (sent to the envs).
+
+        ``deterministic`` takes ``tanh(mean)``. Until the rollout copy holds trained weights, and with
+        ``warmup_actions: random``, stochastic actions are uniform over the box.
+        """
+        with torch.inference_mode():
+            x = self._obs(obs)
+            if (not deterministic and self.params.warmup_actions == "random"
+                    and not bool(self.actor.trained)):
+                actions = torch.rand((x.shape[0], self.act_dim), generator=self.generator) * 2.0 - 1.0
+            else:
+                mean, log_std = self.actor(x)
+                if deterministic:
+                    actions = torch.tanh(mean)
+                else:
+                    noise = torch.randn(mean.shape, generator=self.generator).to(mean.device)
+                    actions = torch.tanh(mean + log_std.exp() * noise)
+            out = actions.cpu().numpy()
+        env_actions = np.clip(self.low + 0.5 * (out + 1.0) * (self.high - self.low), self.low, self.high)
+        return PolicyOutput(actions=out, env_actions=env_actions.astype(np.float32, copy=False))
+
+    def _cast(self) -> Any:
+        """bf16 autocast around forward passes when ``precision: bf16`` (backward runs outside it)."""
+        if not self._autocast:
+            return nullcontext()
+        return torch.autocast(device_type=torch.device(self.device).type, dtype=torch.bfloat16)
+
+    # -- training --------------------------------------------------------------------------------------------
+    def learn(self, buffer: Any, *, progress: float = 0.0) -> dict[str, float]:
+        """Make the gradient updates the new data warrants (``utd_ratio``); returns their mean losses.
+
+        Metrics: ``loss/critic``, ``loss/actor``, ``loss/ent_coef``, ``stats/ent_coef``, ``stats/entropy``
+        (``-log pi`` of the actor's samples), ``stats/q_mean``, ``stats/updates`` (this call's updates) and
+        ``stats/num_updates`` (all so far). A call with no update due returns only the two counters.
+        """
+        if self.critic_optimizer is None:
+            raise RuntimeError("learn() called on a rollout (EVAL) copy of sac")
+        if not hasattr(buffer, "sample"):
+            raise TypeError(f"sac learns from a replay buffer (buffer.type: replay), got {type(buffer).__name__}")
+        if hasattr(buffer, "set_progress"):
+            buffer.set_progress(progress)
+        n = self.schedule.due(buffer)
+        metrics: dict[str, float] = {"stats/updates": float(n)}
+        if n:
+            prioritized = bool(getattr(getattr(buffer, "params", None), "prioritized", False))
+            sums = torch.zeros(6, device=self.device)
+            for _ in range(n):
+                sums += self._update(buffer, prioritized)
+            names = ("loss/critic", "loss/actor", "loss/ent_coef", "stats/ent_coef", "stats/entropy", "stats/q_mean")
+            metrics.update(zip(names, (sums / n).tolist(), strict=True))
+            self.actor.trained.fill_(1.0)
+        metrics["stats/num_updates"] = float(self.num_updates)
+        return metrics
+
+    def _update(self, buffer: Any, prioritized: bool) -> torch.Tensor:
+        """One gradient update; returns its statistics as one tensor (no host sync per update)."""
+        assert self.actor_optimizer is not None and self.critic_optimizer is not None
+        p = self.params
+        batch = buffer.sample(p.batch_size, generator=self.generator)
+        obs, actions = batch["obs"].float(), batch["actions"].float()
+        if obs.dim() > 2:
+            obs, next_obs = obs.flatten(1), batch["next_obs"].float().flatten(1)
+        else:
+            next_obs = batch["next_obs"].float()
+        bootstrap = batch["discount"] * (1.0 - batch["terminated"])
+        weights = batch["weights"]
+        noise = torch.randn((2, obs.shape[0], self.act_dim), generator=self.noise_generator, device=self.device)
+        # 1. actions of the current actor (kept in the graph for the actor loss)
+        with self._cast():
+            mean, log_std = self.actor(obs)
+            pi_actions, log_prob = squashed_sample(mean, log_std, noise[0])
+        log_prob = log_prob.float()
+        # 2. entropy coefficient
+        log_alpha = self.ent_coef.log_alpha
+        alpha = log_alpha.detach().exp()
+        if self.ent_coef_optimizer is not None:
+            ent_loss = -(log_alpha * (log_prob.detach() + self.target_entropy)).mean()
+            self.ent_coef_optimizer.zero_grad(set_to_none=True)
+            ent_loss.backward()
+            self.ent_coef_optimizer.step()
+        else:
+            ent_loss = torch.zeros((), device=self.device)
+        # 3. critics, towards the soft Bellman target of the target critics
+        with torch.no_grad(), self._cast():
+            next_mean, next_log_std = self.actor(next_obs)
+            next_actions, next_log_prob = squashed_sample(next_mean, next_log_std, noise[1])
+            next_q = self.critic_target(next_obs, next_actions).float().min(0).values
+            target = batch["rewards"] + bootstrap * (next_q - alpha * next_log_prob.float())
+        with self._cast():
+            q = self.critic(obs, actions).float()
+        td = q - target
+        critic_loss = 0.5 * (weights * td.square()).mean(-1).sum()
+        self.critic_optimizer.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        if p.max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(self.critic.parameters(), p.max_grad_norm)
+        self.critic_optimizer.step()
+        # 4. actor, through the updated critics read as constants
+        with self._cast():
+            q_pi = self.critic(obs, pi_actions, detach_params=True).float().min(0).values
+        actor_loss = (alpha * log_prob - q_pi).mean()
+        self.actor_optimizer.zero_grad(set_to_none=True)
+        actor_loss.backward()
+        if p.max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(self.actor.parameters(), p.max_grad_norm)
+        self.actor_optimizer.step()
+        if prioritized:
+            buffer.update_priorities(batch["indices"], td.detach().abs().mean(0))
+        # 5. target critics
+        self.num_updates += 1
+        if self.num_updates % p.target_update_interval == 0:
+            with torch.no_grad():
+                torch._foreach_lerp_(list(self.critic_target.parameters()), list(self.critic.parameters()), p.tau)
+        with torch.no_grad():
+            return torch.stack([critic_loss.detach(), actor_loss.detach(), ent_loss.detach(), alpha,
+                                -log_prob.detach().mean(), q.detach().mean()])
+
+    # -- state -----------------------------------------------------------------------------------------------
+    def modules(self) -> dict[str, Any]:
+        """Actor, critics, target critics and the entropy coefficient."""
+        return {"actor": self.actor, "critic": self.critic, "critic_target": self.critic_target,
+                "ent_coef": self.ent_coef}
+
+    def optimizers(self) -> dict[str, Any]:
+        """Adam of actor, critics and (when tuned) the entropy coefficient; learners only."""
+        opts = {"actor": self.actor_optimizer, "critic": self.critic_optimizer, "ent_coef": self.ent_coef_optimizer}
+        return {k: v for k, v in opts.items() if v is not None}
+
+    def extra_state(self) -> dict[str, Any]:
+        """Generators and update counters, so a resumed run draws the same numbers and keeps the ratio."""
+        return {"generator": self.generator.get_state(), "noise_generator": self.noise_generator.get_state(),
+                "schedule": self.schedule.state_dict(), "num_updates": self.num_updates}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`extra_state`."""
+        if "generator" in state:
+            self.generator.set_state(state["generator"])
+        if "noise_generator" in state:
+            self.noise_generator.set_state(state["noise_generator"])
+        if "schedule" in state:
+            self.schedule.load_state_dict(state["schedule"])
+        self.num_updates = int(state.get("num_updates", self.num_updates))

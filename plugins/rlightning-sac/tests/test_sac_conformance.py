@@ -1,0 +1,30 @@
+"""The ``sac`` policy passes rlightning's conformance kit (``conformance`` comes from rlightning's pytest plugin)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gymnasium import spaces
+
+SMALL = {"hidden_sizes": [32, 32], "batch_size": 32, "learning_starts": 32}
+
+
+@pytest.mark.parametrize("obs_space, act_space", [
+    (spaces.Box(-1.0, 1.0, (3,), np.float32), spaces.Box(-2.0, 2.0, (1,), np.float32)),
+    (spaces.Box(-1.0, 1.0, (4,), np.float32), spaces.Box(np.array([-1.0, 0.0], np.float32), np.array([1.0, 5.0], np.float32),
+                                                          dtype=np.float32)),
+    (spaces.Box(0.0, 1.0, (2, 3), np.float32), spaces.Box(-1.0, 1.0, (2,), np.float32)),
+], ids=["pendulum-like", "asymmetric-bounds", "2d-observations"])
+def test_sac_conforms(conformance, obs_space, act_space):
+    conformance.check_policy("sac", SMALL, observation_space=obs_space, action_space=act_space,
+                             learn_iterations=2)
+
+
+@pytest.mark.parametrize("extra", [
+    {"auto_ent_coef": False, "ent_coef": 0.1, "warmup_actions": "policy"},
+    {"utd_ratio": 0.5, "target_update_interval": 2, "max_grad_norm": 1.0},
+    {"precision": "bf16"},
+], ids=["fixed-alpha", "utd-and-clipping", "bf16"])
+def test_sac_variants_conform(conformance, extra):
+    conformance.check_policy("sac", {**SMALL, **extra}, observation_space=spaces.Box(-1.0, 1.0, (3,), np.float32),
+                             action_space=spaces.Box(-2.0, 2.0, (1,), np.float32), learn_iterations=2)
