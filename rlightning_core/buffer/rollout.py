@@ -198,7 +198,8 @@ class RolloutBuffer(DataBuffer):
         Every step appears exactly once per pass; the last batch is smaller when ``batch_size`` does not
         divide ``T * N`` (it is kept, not dropped). Keys: ``obs``, ``actions``, ``advantages``, ``returns``
         and every policy extra (``log_prob``, ``value``, ...), flattened to ``[B, ...]`` on the storage
-        device.
+        device. When ``batch_size`` covers the whole rollout the single batch is a (read-only) view of the
+        storage in storage order: a full-batch gradient does not depend on the order.
 
         Args:
             batch_size: steps per minibatch.
@@ -211,6 +212,9 @@ class RolloutBuffer(DataBuffer):
         total = self.num_steps * self.num_envs
         keys = [*_BATCH_KEYS, *self.spec.extras_spec]
         flat = {k: self.tensors[k].reshape(total, *self.tensors[k].shape[2:]) for k in keys}
+        if batch_size >= total:  # one batch holds everything: order cannot matter, skip the shuffle and gathers
+            yield self._post(flat)
+            return
         perm = torch.randperm(total, generator=generator).to(self.device)
         for start in range(0, total, batch_size):
             idx = perm[start : start + batch_size]

@@ -6,6 +6,7 @@ also owns the Adam optimizer and runs :meth:`PPOPolicy.learn` over a ``RolloutBu
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -66,16 +67,24 @@ class PPOPolicy(BasePolicy):
             self.low = torch.as_tensor(action_space.low, dtype=torch.float32)
             self.high = torch.as_tensor(action_space.high, dtype=torch.float32)
         self._params = list(self.net.parameters())
+        if role is PolicyRole.EVAL:
+            for param in self._params:
+                param.requires_grad_(False)
+        self._no_grad = contextlib.nullcontext if role is PolicyRole.EVAL else torch.inference_mode
         self.optimizer = _adam(self._params, params) if role is PolicyRole.TRAIN else None
 
     # -- rollout ---------------------------------------------------------------------------------------------
     def _obs(self, obs: np.ndarray) -> torch.Tensor:
-        x = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
+        if self.device == "cpu" and isinstance(obs, np.ndarray) and obs.dtype == np.float32 and obs.flags.writeable:
+            x = torch.from_numpy(obs)  # no copy on the per-step path
+        else:
+            x = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
         return x.reshape(x.shape[0], -1) if x.dim() > 2 else x
 
     def act(self, obs: np.ndarray, *, deterministic: bool = False) -> PolicyOutput:
         """Sample (or, deterministic, take the mode of) actions for a batch; returns log-probs and values."""
-        with torch.inference_mode():
+        # a rollout copy's parameters need no gradients, so it builds no graph without entering a grad mode
+        with self._no_grad():
             out, value = self.net(self._obs(obs))
             if self.discrete:
                 logp_all = torch.log_softmax(out, -1)
@@ -101,7 +110,7 @@ class PPOPolicy(BasePolicy):
 
     def value(self, obs: np.ndarray) -> np.ndarray:
         """State values, for bootstrapping truncated episodes and the end of a rollout."""
-        with torch.inference_mode():
+        with self._no_grad():
             return self.net.value(self._obs(obs)).cpu().numpy()
 
     # -- training --------------------------------------------------------------------------------------------
@@ -119,8 +128,9 @@ class PPOPolicy(BasePolicy):
     def learn(self, buffer: Any, *, progress: float = 0.0) -> dict[str, float]:
         """Compute GAE, then ``epochs`` passes of clipped-surrogate minibatch updates.
 
-        Diagnostics stay tensors until the end (one host sync per call, not five per minibatch), and the
-        entropy enters the graph only when it is part of the loss (``ent_coef > 0``).
+        Diagnostics (losses, entropy, approx-KL, clip fraction) are averaged over the minibatches of the last
+        epoch that ran, and stay tensors until the end (one host sync per call); they are computed every epoch
+        only when ``target_kl`` needs the KL. The entropy enters the graph only when it is part of the loss.
         """
         if self.optimizer is None:
             raise RuntimeError("learn() called on a rollout (EVAL) copy of ppo")
@@ -163,17 +173,19 @@ class PPOPolicy(BasePolicy):
                 if p.max_grad_norm is not None:
                     torch.nn.utils.clip_grad_norm_(self._params, p.max_grad_norm)
                 self.optimizer.step()
-                with torch.no_grad():
-                    ent = entropy.detach() if p.ent_coef > 0 else entropy_fn()
-                    kl = ((ratio - 1) - log_ratio).mean()
-                    clip_frac = ((ratio - 1).abs() > p.clip_ratio).float().mean()
-                    diagnostics.append(torch.stack([pg_loss.detach(), v_loss.detach(), ent, kl, clip_frac]))
+                if p.target_kl is not None or epochs_done == p.epochs - 1:  # diagnostics: the last epoch
+                    with torch.no_grad():
+                        ent = entropy.detach() if p.ent_coef > 0 else entropy_fn()
+                        kl = ((ratio - 1) - log_ratio).mean()
+                        clip_frac = ((ratio - 1).abs() > p.clip_ratio).float().mean()
+                        diagnostics.append(torch.stack([pg_loss.detach(), v_loss.detach(), ent, kl, clip_frac]))
             epochs_done += 1
             epoch_kl = torch.stack(diagnostics[epoch_start:])[:, 3].mean() if p.target_kl is not None else None
             if epoch_kl is not None and epoch_kl.item() > p.target_kl:
                 break
         names = ("loss/policy", "loss/value", "loss/entropy", "stats/approx_kl", "stats/clip_fraction")
-        means = torch.stack(diagnostics).mean(0).tolist() if diagnostics else [0.0] * len(names)
+        last = diagnostics[epoch_start:] or diagnostics  # the epoch that ran last (early stop included)
+        means = torch.stack(last).mean(0).tolist() if last else [0.0] * len(names)
         metrics = dict(zip(names, means, strict=True))
         metrics["stats/explained_variance"] = _explained_variance(torch.cat(seen_values), torch.cat(seen_returns))
         metrics["stats/lr"] = lr
