@@ -64,7 +64,7 @@ def evaluate_checkpoint(path: str | Path, *, episodes: int = 10, seed: int | Non
             probe.frames = []
         metrics = probe.evaluate()
         if video_dir is not None and probe.frames is not None:
-            _write_videos(probe.frames, Path(video_dir), fps=_fps(probe.group))
+            _write_videos(probe.frames, Path(video_dir), fps=_fps(probe.group), lengths=probe.last_lengths)
     finally:
         probe.close()
     returns_std = metrics["eval/episode_return_std"]
@@ -77,7 +77,8 @@ def _fps(group: Any) -> int:
     return int(meta.get("render_fps", 30))
 
 
-def _write_videos(frames: list[Any], directory: Path, fps: int) -> None:
+def _write_videos(frames: list[Any], directory: Path, fps: int, lengths: list[int]) -> None:
+    """One MP4 per env: its first episode (the one evaluated), frame by frame."""
     from gymnasium.utils.save_video import save_video
 
     directory.mkdir(parents=True, exist_ok=True)
@@ -86,4 +87,4 @@ def _write_videos(frames: list[Any], directory: Path, fps: int) -> None:
         for i, frame in enumerate(step_frames):
             per_env.setdefault(i, []).append(np.asarray(frame))
     for i, env_frames in per_env.items():
-        save_video(env_frames, str(directory), fps=fps, name_prefix=f"eval-env{i}", episode_trigger=lambda _: True)
+        save_video(env_frames[: lengths[i]], str(directory), fps=fps, name_prefix=f"eval-env{i}", episode_trigger=lambda _: True)

@@ -41,6 +41,8 @@ class Evaluator:
         self.seed = seed
         self.max_steps = max_steps
         self.count = 0
+        self.last_lengths: list[int] = []
+        """Episode length of every env in the last evaluation (the videos are cut at it)."""
         self.frames: list[Any] | None = None
         """When a list, rendered frames of every step are appended to it (for videos)."""
         cfgs = [attrs.evolve(c, num_workers=1, num_envs=episodes) for c in env_cfgs]
@@ -87,7 +89,8 @@ class Evaluator:
             steps += 1
             if steps > self.max_steps:
                 raise RuntimeError(f"evaluation did not finish {n} episodes within {self.max_steps} steps")
-        return [returns[i] for i in range(n)], [lengths[i] for i in range(n)]
+        self.last_lengths = [lengths[i] for i in range(n)]
+        return [returns[i] for i in range(n)], self.last_lengths
 
     def close(self) -> None:
         """Release the eval envs."""

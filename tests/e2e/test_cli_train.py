@@ -90,3 +90,18 @@ def test_bad_override_is_a_user_error(tmp_path, trained_run):
     proc = rl("train", CARTPOLE, "policy.params.lr=fast", "--run-dir", str(tmp_path / "r"))
     assert proc.returncode == 2
     assert "policy.params.lr" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_eval_records_one_video_per_episode(trained_run, tmp_path):
+    pytest.importorskip("moviepy")
+    pytest.importorskip("pygame")
+    run_dir, _ = trained_run
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RLIGHTNING_")}
+    env["SDL_VIDEODRIVER"] = "dummy"
+    proc = subprocess.run([sys.executable, "-m", "rlightning_cli", "eval", str(run_dir), "--episodes", "2",
+                           "--video", str(tmp_path / "videos")], capture_output=True, text=True, timeout=300,
+                          env=env, cwd=ROOT, check=False)
+    assert proc.returncode == 0, proc.stderr
+    videos = sorted((tmp_path / "videos").glob("*.mp4"))
+    assert [v.name for v in videos] == ["eval-env0-episode-0.mp4", "eval-env1-episode-0.mp4"]
+    assert all(v.stat().st_size > 1000 for v in videos)
