@@ -87,4 +87,5 @@ def _write_videos(frames: list[Any], directory: Path, fps: int, lengths: list[in
         for i, frame in enumerate(step_frames):
             per_env.setdefault(i, []).append(np.asarray(frame))
     for i, env_frames in per_env.items():
-        save_video(env_frames[: lengths[i]], str(directory), fps=fps, name_prefix=f"eval-env{i}", episode_trigger=lambda _: True)
+        save_video(env_frames[: lengths[i]], str(directory), fps=fps, name_prefix=f"eval-env{i}",
+                   episode_trigger=lambda _: True)
