@@ -64,12 +64,17 @@ def register_preprocessors(register: RegisterFn) -> None:
 
 @hookimpl
 def register_engines(register: RegisterFn) -> None:
-    """The synchronous on-policy engine."""
-    from rlightning_core.engine.params import SyncEngineParams
+    """The synchronous on-policy engine and the asynchronous off-policy one."""
+    from rlightning_core.engine.params import AsyncEngineParams, SyncEngineParams
 
     register("sync", _lazy("rlightning_core.engine.sync", "SyncEngine", "Collect, learn, sync, repeat."),
              config=SyncEngineParams,
              description="On-policy loop: collect T steps, learn, sync weights, log, checkpoint, evaluate.")
+    register("async", _lazy("rlightning_core.engine.async_engine", "AsyncEngine",
+                            "Collection goes on while the learner trains."),
+             config=AsyncEngineParams,
+             description="Off-policy loop: runners stream chunks into the replay buffer while the learner "
+                         "trains; weight sync every K updates, staleness bound.")
 
 
 @hookimpl

@@ -246,6 +246,25 @@ class LearnerActor(CollectiveMember):
             self.buffer.reset()
         return metrics
 
+    def learn_chunks(self, progress: float, version: int, max_staleness: int | None, *chunks: Any) -> dict[str, Any]:
+        """Store the chunks whose policy lag (``version`` minus the chunk's) is within ``max_staleness``, learn.
+
+        The async engine's learner step. Returns ``metrics`` (the policy's), ``lags`` (of the chunks stored),
+        ``dropped`` (chunks refused as too stale) and ``busy_s`` (seconds spent storing and learning).
+        """
+        t0 = time.perf_counter()
+        lags: list[int] = []
+        dropped = 0
+        for chunk in chunks:
+            lag = int(version) - int(chunk.weight_version)
+            if max_staleness is not None and lag > max_staleness:
+                dropped += 1
+                continue
+            self.buffer.add(chunk)
+            lags.append(lag)
+        metrics = self.policy.learn(self.buffer, progress=progress)
+        return {"metrics": metrics, "lags": lags, "dropped": dropped, "busy_s": time.perf_counter() - t0}
+
     def get_weights(self) -> dict[str, np.ndarray]:
         """Numpy copies of the weights (object-store strategy, evaluation, tests)."""
         return self.policy.get_weights()

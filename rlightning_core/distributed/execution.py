@@ -263,6 +263,65 @@ class RayExecution:
         metrics["fault/worker_restarts"] = float(getattr(self, "restarts", 0))
         return self.version, metrics
 
+    # -- streaming (the async engine): launch without waiting, finish when ready ----------------------------
+    def start_collect(self, index: int, num_steps: int) -> tuple[Any, Any]:
+        """Launch one chunk on env runner ``index`` without waiting; returns ``(chunk_ref, stats_ref)``."""
+        refs = self.env_group.actors[index].collect.options(num_returns=2).remote(num_steps)
+        return refs[0], refs[1]
+
+    def finish_collect(self, index: int, stats_ref: Any) -> RolloutStats | None:
+        """The stats of a finished chunk (preprocessor statistics merged); ``None`` if runner ``index`` died.
+
+        A dead runner is recreated (within ``cluster.max_restarts``); the chunks queued on it are lost.
+        """
+        try:
+            stats = self.ray.get(stats_ref, timeout=self.config.cluster.call_timeout_s)
+        except (self.ray.exceptions.RayActorError, self.ray.exceptions.GetTimeoutError) as exc:
+            self._restart_runner(index, exc)
+            return None
+        self._merge_preprocessors([stats])
+        return stats
+
+    def start_learn(self, progress: float, chunks: list[Any], *, version: int, max_staleness: int | None) -> Any:
+        """Queue on the learner: store ``chunks`` (refs) within the staleness bound, then learn once.
+
+        Returns the ref of :meth:`LearnerActor.learn_chunks`'s result without waiting.
+        """
+        return self.learner.learn_chunks.remote(progress, version, max_staleness, *chunks)
+
+    def finish_learn(self, ref: Any) -> dict[str, Any]:
+        """The result of a learn call started with :meth:`start_learn`."""
+        try:
+            return dict(self.ray.get(ref, timeout=self.config.cluster.call_timeout_s))
+        except self.ray.exceptions.RayActorError as exc:
+            raise WorkerFailure(f"the learner failed; the last checkpoint is intact. Cause: {exc}") from exc
+        except self.ray.exceptions.GetTimeoutError:
+            raise WorkerFailure(f"the learner did not answer within cluster.call_timeout_s="
+                                f"{self.config.cluster.call_timeout_s:.0f}s") from None
+
+    def publish_weights(self) -> tuple[int, dict[str, float]]:
+        """Send the learner's current weights (and merged preprocessor statistics) to every runner.
+
+        Through the object store, queued behind each runner's current chunk: neither the learner nor the
+        runners wait, whatever ``cluster.weight_sync`` says. Bumps :attr:`version`; the next chunk each runner
+        starts is collected with these weights. Errors of earlier publishes surface here.
+        """
+        t0 = time.perf_counter()
+        pending = getattr(self, "_publishes", [])
+        if pending:
+            done, pending = self.ray.wait(pending, num_returns=len(pending), timeout=0)
+            self.ray.get(done)
+        self.version += 1
+        ref = self.learner.get_weights.remote()
+        pending += [a.set_weights.remote(ref, self.version) for a in self.env_group.actors]
+        if self.preprocessors:
+            states = [_strip_private(p.state_dict()) for p in self.preprocessors]
+            for a in self.env_group.actors:
+                a.load_preprocessor_states.remote(states)
+        self._publishes = pending
+        return self.version, {"sync/seconds": time.perf_counter() - t0, "sync/version": float(self.version),
+                              "fault/worker_restarts": float(self.restarts)}
+
     def eval_policy(self) -> Any:
         """A policy in the driver holding the learner's current weights (for evaluation)."""
         from rlightning_core.policy.base import PolicyRole

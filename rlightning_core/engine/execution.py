@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from rlightning_core.buffer.base import BufferSpec, DataBuffer
+from rlightning_core.buffer.base import BufferSpec, Chunk, DataBuffer
 from rlightning_core.config.schema import MainConfig
 from rlightning_core.env.runner import EnvRunner, RolloutStats
 from rlightning_core.env.seeding import derive_seed
@@ -80,6 +80,18 @@ class LocalExecution:
             self.buffer.add(chunk)
             stats.append(s)
         return stats
+
+    def collect_chunks(self, num_steps: int) -> list[tuple[Chunk, RolloutStats]]:
+        """Every runner collects ``num_steps`` steps; the chunks are returned, not stored (see :meth:`add_chunks`).
+
+        For engines that decide per chunk what enters the buffer (the ``async`` engine's staleness bound).
+        """
+        return [runner.collect(num_steps) for runner in self.runners]
+
+    def add_chunks(self, chunks: list[Chunk]) -> None:
+        """Store chunks in the buffer, in order."""
+        for chunk in chunks:
+            self.buffer.add(chunk)
 
     def learn(self, progress: float) -> dict[str, float]:
         """The learner updates from the buffer (an on-policy buffer is then emptied)."""

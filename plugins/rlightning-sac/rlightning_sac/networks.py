@@ -9,11 +9,12 @@ backpropagates into the actions without computing gradients for the critics' wei
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
 from torch import nn
-from torch.nn import functional as F  # noqa: N812
+from torch.nn import functional as F
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {
     "relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU, "gelu": nn.GELU, "silu": nn.SiLU,
@@ -99,7 +100,7 @@ class Critics(nn.Module):
         super().__init__()
         self.n = n
         widths = [obs_dim + act_dim, *map(int, hidden_sizes)]
-        self.hidden = nn.ModuleList(EnsembleLinear(n, a, b) for a, b in zip(widths[:-1], widths[1:], strict=True))
+        self.hidden = nn.ModuleList(EnsembleLinear(n, a, b) for a, b in itertools.pairwise(widths))
         self.out = EnsembleLinear(n, widths[-1], 1)
         self.activation = _FUNCTIONAL[activation]
 
@@ -118,7 +119,7 @@ class Critics(nn.Module):
 
 
 class EntropyCoef(nn.Module):
-    """Holds :math:`\\log \\alpha` as a parameter, so it is saved and tuned like the networks."""
+    r"""Holds :math:`\log \alpha` as a parameter, so it is saved and tuned like the networks."""
 
     def __init__(self, init: float) -> None:
         super().__init__()

@@ -28,9 +28,9 @@ import numpy as np
 import torch
 
 from rlightning_core.policy.base import BasePolicy, PolicyOutput, PolicyRole
+from rlightning_core.policy.schedule import UpdateSchedule
 from rlightning_sac.networks import Actor, Critics, EntropyCoef, squashed_sample
 from rlightning_sac.params import SACParams
-from rlightning_sac.schedule import UpdateSchedule
 
 __all__ = ["SACPolicy"]
 

@@ -11,8 +11,8 @@ SMALL = {"hidden_sizes": [32, 32], "batch_size": 32, "learning_starts": 32}
 
 @pytest.mark.parametrize("obs_space, act_space", [
     (spaces.Box(-1.0, 1.0, (3,), np.float32), spaces.Box(-2.0, 2.0, (1,), np.float32)),
-    (spaces.Box(-1.0, 1.0, (4,), np.float32), spaces.Box(np.array([-1.0, 0.0], np.float32), np.array([1.0, 5.0], np.float32),
-                                                          dtype=np.float32)),
+    (spaces.Box(-1.0, 1.0, (4,), np.float32),
+     spaces.Box(np.array([-1.0, 0.0], np.float32), np.array([1.0, 5.0], np.float32), dtype=np.float32)),
     (spaces.Box(0.0, 1.0, (2, 3), np.float32), spaces.Box(-1.0, 1.0, (2,), np.float32)),
 ], ids=["pendulum-like", "asymmetric-bounds", "2d-observations"])
 def test_sac_conforms(conformance, obs_space, act_space):

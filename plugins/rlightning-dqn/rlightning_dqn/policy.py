@@ -1,0 +1,214 @@
+r"""Deep Q-Networks (Mnih et al., 2015) with the double-DQN target (van Hasselt et al., 2016).
+
+One class serves both roles: a rollout copy (``EVAL``) runs epsilon-greedy :meth:`DQNPolicy.act`; a learner
+(``TRAIN``) also owns the optimizer and runs :meth:`DQNPolicy.learn` on a replay buffer. Per gradient update:
+
+.. math::
+
+    y = R + d\,(1 - \text{term})\; Q'\big(s', \arg\max_{a'} Q(s', a')\big) \quad \text{(double DQN)}, \qquad
+    y = R + d\,(1 - \text{term}) \max_{a'} Q'(s', a') \quad \text{(DQN)},
+
+    L = \mathbb{E}\big[w \,\ell(Q(s, a) - y)\big],
+
+with the buffer's n-step return ``R`` and discount ``d`` (``gamma**m``), the target network ``Q'``, the Huber
+(or squared) loss ``ell``, and importance weights ``w`` (ones unless the buffer is prioritized, in which case
+``|Q(s, a) - y|`` goes back to the buffer as the new priorities). Every ``target_update_interval`` updates,
+``Q' <- (1 - tau) Q' + tau Q``.
+
+Epsilon decays linearly with the training progress the engine passes to ``learn``; it lives in a buffer of the
+``exploration`` module, so rollout copies receive it with the weights.
+"""
+
+from __future__ import annotations
+
+from copy import deepcopy
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from rlightning_core.policy.base import BasePolicy, PolicyOutput, PolicyRole
+from rlightning_core.policy.schedule import UpdateSchedule
+from rlightning_dqn.params import DQNParams
+
+__all__ = ["DQNPolicy", "QNetwork", "epsilon_at"]
+
+_ACTIVATIONS: dict[str, type[nn.Module]] = {
+    "relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU, "gelu": nn.GELU, "silu": nn.SiLU,
+}
+
+
+class QNetwork(nn.Sequential):
+    """An MLP ``obs -> Q(obs, a)`` for every action ``a``."""
+
+    def __init__(self, obs_dim: int, n_actions: int, hidden_sizes: list[int], activation: str) -> None:
+        layers: list[nn.Module] = []
+        width = obs_dim
+        for size in hidden_sizes:
+            layers += [nn.Linear(width, int(size)), _ACTIVATIONS[activation]()]
+            width = int(size)
+        super().__init__(*layers, nn.Linear(width, n_actions))
+
+
+class Exploration(nn.Module):
+    """Holds the current epsilon as a buffer, so that it travels to rollout copies with the weights."""
+
+    def __init__(self, epsilon: float) -> None:
+        super().__init__()
+        self.register_buffer("epsilon", torch.tensor(float(epsilon)))
+
+
+def epsilon_at(progress: float, params: DQNParams) -> float:
+    """Linear decay from ``exploration_initial_eps`` to ``exploration_final_eps`` over ``exploration_fraction``."""
+    if params.exploration_fraction <= 0:
+        return params.exploration_final_eps
+    frac = min(1.0, max(0.0, progress) / params.exploration_fraction)
+    return params.exploration_initial_eps + frac * (params.exploration_final_eps - params.exploration_initial_eps)
+
+
+def _space_info(observation_space: Any, action_space: Any) -> tuple[int, int, int]:
+    from gymnasium import spaces
+
+    if not isinstance(observation_space, spaces.Box):
+        raise TypeError(f"dqn needs a Box observation space (flat vectors), got {observation_space}")
+    if not isinstance(action_space, spaces.Discrete):
+        raise TypeError(f"dqn needs a Discrete action space, got {action_space}; for continuous actions use sac")
+    return int(np.prod(observation_space.shape)), int(action_space.n), int(action_space.start)
+
+
+def _adam(parameters: Any, lr: float) -> torch.optim.Optimizer:
+    """Adam with the fused kernel where torch has one."""
+    parameters = list(parameters)
+    try:
+        return torch.optim.Adam(parameters, lr=lr, fused=True)
+    except (RuntimeError, TypeError):
+        return torch.optim.Adam(parameters, lr=lr, foreach=True)
+
+
+class DQNPolicy(BasePolicy):
+    """DQN / double DQN with a target network and epsilon-greedy exploration."""
+
+    default_buffer = "replay"
+    extras_spec: dict[str, tuple[tuple[int, ...], Any]] = {}
+
+    def __init__(self, params: DQNParams, *, observation_space: Any, action_space: Any,
+                 role: PolicyRole = PolicyRole.TRAIN, device: str = "cpu", seed: int = 0) -> None:
+        super().__init__(params, observation_space=observation_space, action_space=action_space, role=role,
+                         device=device, seed=seed)
+        obs_dim, self.n_actions, self.action_start = _space_info(observation_space, action_space)
+        torch.manual_seed(seed)  # parameter initialization is a function of the seed alone
+        self.q = QNetwork(obs_dim, self.n_actions, [int(h) for h in params.hidden_sizes], params.activation).to(device)
+        self.q_target = deepcopy(self.q).requires_grad_(False)
+        self.exploration = Exploration(params.exploration_initial_eps).to(device)
+        #: CPU generator: replay draws and epsilon-greedy choices.
+        self.generator = torch.Generator(device="cpu").manual_seed(seed + 1)
+        self.schedule = UpdateSchedule(params.utd_ratio, params.learning_starts)
+        self.num_updates = 0
+        self.optimizer = _adam(self.q.parameters(), params.lr) if role is PolicyRole.TRAIN else None
+
+    # -- rollout ---------------------------------------------------------------------------------------------
+    def _obs(self, obs: np.ndarray | torch.Tensor) -> torch.Tensor:
+        x = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
+        return x.reshape(x.shape[0], -1) if x.dim() > 2 else x
+
+    def act(self, obs: np.ndarray, *, deterministic: bool = False) -> PolicyOutput:
+        """Greedy actions, each replaced by a uniform random one with probability epsilon unless deterministic."""
+        with torch.inference_mode():
+            greedy = self.q(self._obs(obs)).argmax(-1).cpu()
+            if deterministic:
+                actions = greedy
+            else:
+                n = greedy.shape[0]
+                explore = torch.rand(n, generator=self.generator) < float(self.exploration.epsilon)
+                random = torch.randint(0, self.n_actions, (n,), generator=self.generator)
+                actions = torch.where(explore, random, greedy)
+            out = actions.numpy().astype(np.int64)
+        return PolicyOutput(actions=out, env_actions=out + self.action_start if self.action_start else None)
+
+    # -- training --------------------------------------------------------------------------------------------
+    def learn(self, buffer: Any, *, progress: float = 0.0) -> dict[str, float]:
+        """Make the gradient updates the new data warrants (``utd_ratio``); returns their mean statistics.
+
+        Metrics: ``loss/td`` (mean TD loss), ``stats/q_mean``, ``stats/td_abs`` (mean ``|TD error|``),
+        ``stats/epsilon``, ``stats/updates`` (this call's updates) and ``stats/num_updates`` (all so far).
+        """
+        if self.optimizer is None:
+            raise RuntimeError("learn() called on a rollout (EVAL) copy of dqn")
+        if not hasattr(buffer, "sample"):
+            raise TypeError(f"dqn learns from a replay buffer (buffer.type: replay), got {type(buffer).__name__}")
+        epsilon = epsilon_at(progress, self.params)
+        self.exploration.epsilon.fill_(epsilon)
+        if hasattr(buffer, "set_progress"):
+            buffer.set_progress(progress)
+        n = self.schedule.due(buffer)
+        metrics: dict[str, float] = {"stats/updates": float(n), "stats/epsilon": epsilon}
+        if n:
+            prioritized = bool(getattr(getattr(buffer, "params", None), "prioritized", False))
+            sums = torch.zeros(3, device=self.device)
+            for _ in range(n):
+                sums += self._update(buffer, prioritized)
+            metrics.update(zip(("loss/td", "stats/q_mean", "stats/td_abs"), (sums / n).tolist(), strict=True))
+        metrics["stats/num_updates"] = float(self.num_updates)
+        return metrics
+
+    def _update(self, buffer: Any, prioritized: bool) -> torch.Tensor:
+        """One gradient update; returns (loss, mean Q, mean |TD|) as one tensor (no host sync per update)."""
+        assert self.optimizer is not None
+        p = self.params
+        batch = buffer.sample(p.batch_size, generator=self.generator)
+        obs, next_obs = batch["obs"].float(), batch["next_obs"].float()
+        if obs.dim() > 2:
+            obs, next_obs = obs.flatten(1), next_obs.flatten(1)
+        with torch.no_grad():
+            next_q_target = self.q_target(next_obs)
+            if p.double_dqn:
+                best = self.q(next_obs).argmax(-1, keepdim=True)
+                next_q = next_q_target.gather(-1, best).squeeze(-1)
+            else:
+                next_q = next_q_target.max(-1).values
+            target = batch["rewards"] + batch["discount"] * (1.0 - batch["terminated"]) * next_q
+        q = self.q(obs).gather(-1, batch["actions"].long().reshape(-1, 1)).squeeze(-1)
+        td = q - target
+        per_item = F.smooth_l1_loss(q, target, reduction="none") if p.loss == "huber" else td.square()
+        loss = (batch["weights"] * per_item).mean()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if p.max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(self.q.parameters(), p.max_grad_norm)
+        self.optimizer.step()
+        td_abs = td.detach().abs()
+        if prioritized:
+            buffer.update_priorities(batch["indices"], td_abs)
+        self.num_updates += 1
+        if self.num_updates % p.target_update_interval == 0:
+            with torch.no_grad():
+                if p.tau >= 1.0:
+                    torch._foreach_copy_(list(self.q_target.parameters()), list(self.q.parameters()))
+                else:
+                    torch._foreach_lerp_(list(self.q_target.parameters()), list(self.q.parameters()), p.tau)
+        with torch.no_grad():
+            return torch.stack([loss.detach(), q.detach().mean(), td_abs.mean()])
+
+    # -- state -----------------------------------------------------------------------------------------------
+    def modules(self) -> dict[str, Any]:
+        """Q network, target network and the exploration state (epsilon)."""
+        return {"q": self.q, "q_target": self.q_target, "exploration": self.exploration}
+
+    def optimizers(self) -> dict[str, Any]:
+        """Adam (learners only)."""
+        return {"adam": self.optimizer} if self.optimizer is not None else {}
+
+    def extra_state(self) -> dict[str, Any]:
+        """The generator and the update counters."""
+        return {"generator": self.generator.get_state(), "schedule": self.schedule.state_dict(),
+                "num_updates": self.num_updates}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`extra_state`."""
+        if "generator" in state:
+            self.generator.set_state(state["generator"])
+        if "schedule" in state:
+            self.schedule.load_state_dict(state["schedule"])
+        self.num_updates = int(state.get("num_updates", self.num_updates))
