@@ -5,8 +5,8 @@ CPU generator and, when CUDA is available, every CUDA device's generator. Genera
 (``np.random.Generator`` instances, gymnasium envs' ``np_random``) are not global: their owners checkpoint
 them.
 
-The captured dict holds only ints, floats, lists and tensors, so it loads with ``torch.load(...,
-weights_only=True)``::
+The captured dict holds only ints, floats, lists and tensors, so a checkpoint holding it loads with
+weights_only=True (``torch.load(path, weights_only=True)``)::
 
     {"python": {"version": 3, "internal": [625 ints], "gauss_next": float | None},
      "numpy": {"bit_generator": "MT19937", "key": uint32 tensor[624], "pos": int, "has_gauss": int,

@@ -66,7 +66,7 @@ _Loader.add_implicit_resolver(
 
 
 def _yaml_load(text: str) -> Any:
-    return yaml.load(text, Loader=_Loader)
+    return yaml.load(text, Loader=_Loader)  # ok: _Loader derives from yaml.SafeLoader
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
