@@ -20,7 +20,8 @@ against the fp32 rlightning run of the same length (then scaled by the fp32 rati
 native bf16 (AVX2 only, like this project's machines) autocast is emulated and much slower: a full-length bf16
 run would take hours. Pass ``--bf16-steps 0`` to skip it.
 
-Run: ``python benchmarks/sac_vs_sb3.py [--steps 20000] [--seeds 1] [--rollout-steps 1] [--bf16-steps 1000]``.
+Run: ``python benchmarks/sac_vs_sb3.py [--steps 20000] [--seeds 1] [--first-seed 0] [--rollout-steps 1]
+[--bf16-steps 1000]``.
 Needs ``stable-baselines3`` (skipped with a message without it). Always exits 0; prints PASS or FAIL.
 """
 
@@ -135,7 +136,8 @@ def returns_of(rows: list[dict[str, Any]]) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20_000, help="env steps per run (default 20000)")
-    parser.add_argument("--seeds", type=int, default=1, help="seeds 0..N-1 (default 1)")
+    parser.add_argument("--seeds", type=int, default=1, help="number of seeds (default 1)")
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds first..first+N-1 (default 0)")
     parser.add_argument("--rollout-steps", type=int, default=1,
                         help="rlightning env steps between two learn calls (default 1, SB3's train_freq)")
     parser.add_argument("--eval-episodes", type=int, default=20, help="final evaluation episodes (default 20)")
@@ -154,13 +156,14 @@ def main() -> None:
 
     print(f"  stable-baselines3 {stable_baselines3.__version__}; torch CPU capability "
           f"{torch.backends.cpu.get_cpu_capability()}")
-    print(f"\n(a) {args.steps:,} env steps, seeds 0..{args.seeds - 1}, rlightning rollout_steps "
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    print(f"\n(a) {args.steps:,} env steps, seeds {seeds[0]}..{seeds[-1]}, rlightning rollout_steps "
           f"{args.rollout_steps}, final eval {args.eval_episodes} deterministic episodes (same env seeds)")
     run_rlightning(0, 300, args.rollout_steps, "fp32", 1)  # untimed warm-up: imports, first calls
     run_sb3(0, 300, 1)
     ours: list[dict[str, Any]] = []
     sb3: list[dict[str, Any]] = []
-    for seed in range(args.seeds):
+    for seed in seeds:
         for name, rows, fn in (("rlightning", ours, lambda s=seed: run_rlightning(s, args.steps, args.rollout_steps,
                                                                                     "fp32", args.eval_episodes)),
                                ("stable-baselines3", sb3, lambda s=seed: run_sb3(s, args.steps, args.eval_episodes))):
