@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["device_spec", "ge", "gt", "in_range", "le", "one_of"]
+__all__ = ["device_spec", "ge", "gt", "in_range", "le", "one_of", "relative_path"]
 
 Validator = Callable[[Any, Any, Any], None]
 
@@ -72,3 +72,19 @@ def device_spec(_inst: Any, _attr: Any, value: Any) -> None:
     """A torch device spelled ``auto``, ``cpu``, ``cuda``, ``cuda:N`` or ``mps``."""
     if not isinstance(value, str) or not _DEVICE_RE.match(value):
         raise ValueError(f"must be 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'; got {value!r}")
+
+
+def relative_path(_inst: Any, _attr: Any, value: Any) -> None:
+    """A non-empty relative path that stays inside the directory it is joined to (no leading ``/``, no ``..``).
+
+    For file names in the run directory: only the driver writes there, and nothing is written outside it.
+    """
+    from pathlib import PurePosixPath, PureWindowsPath
+
+    if not isinstance(value, str) or not value.strip() or "\x00" in value:
+        raise ValueError(f"must be a non-empty relative path inside the run directory, got {value!r}")
+    for flavour in (PurePosixPath, PureWindowsPath):
+        path = flavour(value)
+        if path.is_absolute() or path.anchor or ".." in path.parts:
+            raise ValueError(f"must be a relative path inside the run directory (no leading '/', no drive and "
+                             f"no '..'), got {value!r}")

@@ -7,15 +7,17 @@ import math
 from pathlib import Path
 from typing import Any
 
-from attrs import define
+from attrs import define, field
+
+from rlightning_core.config.validators import relative_path
 
 
 @define(frozen=True, kw_only=True)
 class JsonlParams:
     """Options of the ``jsonl`` logger."""
 
-    filename: str = "metrics.jsonl"
-    """File name inside the run directory."""
+    filename: str = field(default="metrics.jsonl", validator=relative_path)
+    """File name inside the run directory (a relative path; ``..`` and absolute paths are refused)."""
 
 
 class JsonlLogger:
