@@ -78,6 +78,18 @@ def register_engines(register: RegisterFn) -> None:
 
 
 @hookimpl
+def register_envs(register: RegisterFn) -> None:
+    """The env server of remote environments (clients connect with ``rlightning env-client``)."""
+    from rlightning_core.env.remote.params import RemoteEnvParams
+
+    register("remote", _lazy("rlightning_core.env.remote.worker", "make_remote_worker",
+                             "An env server; remote env clients serve its envs."),
+             config=RemoteEnvParams,
+             description="An env server in the run: env clients (rlightning env-client) connect over TCP and "
+                         "serve the envs; versioned msgpack protocol, token, heartbeats.")
+
+
+@hookimpl
 def register_loggers(register: RegisterFn) -> None:
     """Core loggers."""
     from rlightning_core.logging.jsonl import JsonlLogger, JsonlParams

@@ -45,7 +45,7 @@ class Evaluator:
         """Episode length of every env in the last evaluation (the videos are cut at it)."""
         self.frames: list[Any] | None = None
         """When a list, rendered frames of every step are appended to it (for videos)."""
-        cfgs = [attrs.evolve(c, num_workers=1, num_envs=episodes) for c in env_cfgs]
+        cfgs = [attrs.evolve(_evaluated_as(c), num_workers=1, num_envs=episodes) for c in env_cfgs]
         self.group = build_env_group(cfgs, seed=seed, registry=registry, render_mode=render_mode,
                                      seed_offset_key=2)
 
@@ -95,3 +95,13 @@ class Evaluator:
     def close(self) -> None:
         """Release the eval envs."""
         self.group.close()
+
+
+def _evaluated_as(cfg: EnvConfig) -> EnvConfig:
+    """The env config evaluation builds for ``cfg`` (``cfg`` itself unless its params name a stand-in).
+
+    An env's params may provide ``eval_env_config(cfg)``: a ``remote`` env is evaluated on its ``local_env``, or
+    on a server of its own.
+    """
+    stand_in = getattr(cfg.params, "eval_env_config", None)
+    return stand_in(cfg) if callable(stand_in) else cfg
