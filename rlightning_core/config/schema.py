@@ -53,6 +53,9 @@ class EnvConfig(ComponentConfig):
     """CPUs each env worker actor reserves in ray mode."""
     bundle: int | None = field(default=None, validator=ge(0))
     """Placement-group bundle of these workers when ``cluster.placement`` is ``manual``."""
+    step_timeout_s: float | None = field(default=None, validator=gt(0))
+    """Longest a worker's ``reset`` or ``step`` may take before the worker counts as hung and is recreated
+    (``null``: no limit). In local mode a limit runs each worker in a child process, which can be killed."""
 
     @property
     def label(self) -> str:
@@ -75,6 +78,10 @@ class PolicyConfig(ComponentConfig):
     """Device of rollout (inference) copies; CPU is fastest for small MLPs."""
     num_threads: int = field(default=1, validator=ge(1))
     """torch intra-op threads per policy process (1 is fastest for small MLPs; raise for large networks)."""
+    nan_policy: str = field(default="raise", validator=one_of("raise", "skip"))
+    """What a NaN or infinite loss or gradient does, checked before every optimizer step: ``raise`` stops the
+    run (exit code 1, naming the iteration and the value), ``skip`` drops that update and counts it in
+    ``train/skipped_nonfinite_steps``."""
 
 
 @define(frozen=True, kw_only=True)
@@ -152,10 +159,15 @@ class ClusterConfig:
     """Bundles (e.g. ``[{CPU: 2, GPU: 1}, {CPU: 4}]``) for ``placement: manual``."""
     learner_bundle: int | None = field(default=None, validator=ge(0))
     """Bundle of the learner for ``placement: manual``."""
+    offload: bool = False
+    """Move idle model and optimizer state off the GPU: the learner's while the rollout copies collect (a
+    colocated learner and rollout then share one GPU's memory). A logged no-op on CPU."""
     bucket_mb: float = field(default=64.0, validator=gt(0))
     """Largest bucket of flattened parameters in one collective broadcast (MiB)."""
     max_restarts: int = field(default=3, validator=ge(0))
-    """Times a dead env or rollout worker is recreated before the run stops."""
+    """Times, over the whole run, a failed env or rollout worker is recreated before the run stops: a Ray actor
+    that died, or (in either mode) an env whose ``reset``/``step`` raised, hung past ``env.step_timeout_s`` or
+    returned NaN/inf observations or rewards. Each restart drops the episodes in flight on that worker."""
     actor_start_timeout_s: float = field(default=300.0, validator=gt(0))
     """How long to wait for actors to start (e.g. for resources) before failing with a clear message."""
     call_timeout_s: float = field(default=600.0, validator=gt(0))

@@ -199,16 +199,27 @@ class EnvRunnerActor(CollectiveMember):
 
 
 class LearnerActor(CollectiveMember):
-    """The learner (TRAIN policy) and the data buffer it learns from, in one actor."""
+    """The learner (TRAIN policy) and the data buffer it learns from, in one actor.
 
-    def __init__(self, policy_cfg: Any, *, selection: Sequence[str], seed: int, num_threads: int = 1) -> None:
+    With ``world_size`` > 1 it is rank ``rank`` of a data-parallel group (:meth:`init_data_parallel`): it
+    stores its equal slice of every chunk's env columns (its buffer is a shard) and averages gradients with
+    the other ranks. Rank 0 is the weight-sync source and the one whose state is checkpointed.
+    """
+
+    def __init__(self, policy_cfg: Any, *, selection: Sequence[str], seed: int, num_threads: int = 1,
+                 rank: int = 0, world_size: int = 1, offload: bool = False) -> None:
         import torch  # the expensive part of start-up, overlapped with the env actors' own
 
         torch.set_num_threads(num_threads)
         self.plugins = _load_plugins(selection)
         self.policy_cfg, self.seed = policy_cfg, seed
+        self.rank, self.world_size = rank, world_size
         self.policy: Any = None
         self.buffer: Any = None
+        self.dp: Any = None
+        self._dp_store: Any = None
+        self.offload = offload
+        self.offloaded = False
 
     def build(self, observation_space: Any, action_space: Any) -> dict[str, Any]:
         """Build the learner policy once the env spaces are known; returns its extras spec."""
@@ -219,6 +230,9 @@ class LearnerActor(CollectiveMember):
         self.policy = self.plugins.registry.resolve("policy", cfg.type).build(
             cfg.params, observation_space=observation_space, action_space=action_space, role=PolicyRole.TRAIN,
             device=resolve_device(cfg.device), seed=self.seed)
+        from rlightning_core.policy.numerics import NumericGuard
+
+        self.policy.numerics = NumericGuard(getattr(cfg, "nan_policy", "raise"))
         return self.extras_spec()
 
     def pid(self) -> int:
@@ -237,10 +251,77 @@ class LearnerActor(CollectiveMember):
     def _sync_modules(self) -> dict[str, Any]:
         return self.policy.modules()
 
+    # -- data parallelism ----------------------------------------------------------------------------------
+    def init_data_parallel(self, addr: str, port: int, backend: str, bucket_bytes: int,
+                           timeout_s: float = 120.0) -> float:
+        """Join the learners' group, adopt rank 0's initial parameters; returns a parameter checksum."""
+        from rlightning_core.distributed.data_parallel import DataParallelGroup, make_process_group
+        from rlightning_core.weights.buckets import named_tensors
+
+        if self.dp is not None:
+            self.dp.close()
+        self._dp_store, pg = make_process_group(backend, addr, port, self.rank, self.world_size, timeout_s)
+        params = [p for opt in self.policy.optimizers().values() if opt is not None
+                  for group in opt.param_groups for p in group["params"]]
+        self.dp = DataParallelGroup(pg, params, bucket_bytes)
+        self.dp.broadcast_(list(named_tensors(self.policy.modules()).values()))
+        self.policy.data_parallel = self.dp
+        return float(sum(t.double().sum() for t in named_tensors(self.policy.modules()).values()))
+
+    def _shard(self, chunk: Any) -> Any:
+        from rlightning_core.distributed.data_parallel import shard_chunk
+
+        return shard_chunk(chunk, self.rank, self.world_size)
+
+    def gradients(self, loss_fn: Any, batch: Any) -> dict[str, np.ndarray]:
+        """Gradients of ``loss_fn(policy, batch)`` after the data-parallel averaging (tests compare them)."""
+        for opt in self.policy.optimizers().values():
+            if opt is not None:
+                opt.zero_grad(set_to_none=True)
+        loss_fn(self.policy, batch).backward()
+        out: dict[str, np.ndarray] = {}
+        for mname, module in sorted(self.policy.modules().items()):
+            for key, param in module.named_parameters():
+                if param.grad is not None:
+                    out[f"{mname}.{key}"] = param.grad.detach().cpu().numpy().copy()
+        return out
+
+    # -- offload -------------------------------------------------------------------------------------------
+    def offload_idle(self) -> bool:
+        """``cluster.offload``: move the idle model and optimizer state to host memory (after a sync).
+
+        Returns whether anything moved (``False`` on CPU, where it is a logged no-op).
+        """
+        from rlightning_core.distributed.offload import move_policy, offload_wanted
+
+        if not self.offload or self.offloaded or not offload_wanted(self.policy.device):
+            return False
+        self._flat = []  # the GPU buckets would keep the memory alive; rebuilt when the state comes back
+        move_policy(self.policy, "cpu")
+        self.offloaded = True
+        return True
+
+    def broadcast_weights(self, version: int) -> dict[str, float]:
+        """Send the weights (bringing offloaded state back first)."""
+        self._before_learn()
+        return super().broadcast_weights(version)
+
+    def _before_learn(self) -> None:
+        """Bring offloaded state back to the learner's device (and re-point the weight-sync buckets)."""
+        if not self.offloaded:
+            return
+        from rlightning_core.distributed.offload import move_policy
+
+        move_policy(self.policy, self.policy.device)
+        if self._group_ready:
+            self._flat = self._layout.flatten_in_place(self._sync_modules())
+        self.offloaded = False
+
     def learn(self, progress: float, *chunks: Any) -> dict[str, float]:
-        """Store the chunks (Ray resolved the refs), learn, and reset an on-policy buffer."""
+        """Store the chunks (Ray resolved the refs; a data-parallel rank its slice), learn, reset on-policy data."""
+        self._before_learn()
         for chunk in chunks:
-            self.buffer.add(chunk)
+            self.buffer.add(self._shard(chunk))
         metrics = self.policy.learn(self.buffer, progress=progress)
         if hasattr(self.buffer, "reset"):
             self.buffer.reset()
@@ -260,8 +341,9 @@ class LearnerActor(CollectiveMember):
             if max_staleness is not None and lag > max_staleness:
                 dropped += 1
                 continue
-            self.buffer.add(chunk)
+            self.buffer.add(self._shard(chunk))
             lags.append(lag)
+        self._before_learn()
         metrics = self.policy.learn(self.buffer, progress=progress)
         return {"metrics": metrics, "lags": lags, "dropped": dropped, "busy_s": time.perf_counter() - t0}
 
@@ -273,11 +355,18 @@ class LearnerActor(CollectiveMember):
         """The learner's state (tensors) and the buffer's."""
         return {"learner": self.policy.state_dict(), "buffer": self.buffer.state_dict()}
 
+    def buffer_state(self) -> dict[str, Any]:
+        """This rank's buffer (shard) state."""
+        return self.buffer.state_dict()
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict`."""
+        """Restore :meth:`state_dict` (``buffer`` ``None``: keep the empty buffer)."""
         self.policy.load_state_dict(state["learner"])
-        self.buffer.load_state_dict(state["buffer"])
+        if state["buffer"] is not None:
+            self.buffer.load_state_dict(state["buffer"])
 
     def close(self) -> None:
-        """Release the process group."""
+        """Release the process groups."""
+        if self.dp is not None:
+            self.dp.close()
         self.leave_collective()

@@ -50,6 +50,15 @@ def check_resources(config: MainConfig, available: dict[str, float]) -> None:
         raise ConfigError(problems)
 
 
+def mean_metrics(rows: list[dict[str, float]]) -> dict[str, float]:
+    """Per key, the mean over the data-parallel learners that reported it (one learner: its own dict)."""
+    if len(rows) == 1:
+        return dict(rows[0])
+    keys = {k for row in rows for k in row}
+    return {k: float(sum(row[k] for row in rows if k in row) / sum(1 for row in rows if k in row))
+            for k in sorted(keys)}
+
+
 def _strip_private(state: dict[str, Any]) -> dict[str, Any]:
     """Statistics only: per-env running values (e.g. ScaleReward's returns) stay with each worker."""
     return {k: v for k, v in state.items() if k != "returns"}
@@ -65,13 +74,17 @@ class RayExecution:
         self.config = config
         self.plugins = plugins
         self.policy_cfg = policy_group.policy_cfg
+        self.backend_override = getattr(policy_group, "backend", "auto")  # build_policy_group(backend=...)
         cc = config.cluster
         if cc.topology != "env_runner":
             raise ConfigError(["cluster.topology: 'inference_server' is not available yet in ray mode; "
                                "use 'env_runner'"])
-        if cc.train_workers != 1:
-            raise ConfigError([f"cluster.train_workers: {cc.train_workers} data-parallel learners are not "
-                               "available yet; use 1"])
+        if cc.train_workers > 1:
+            bad = [f"env[{i}].num_envs: {e.num_envs} envs per worker cannot be split evenly over "
+                   f"cluster.train_workers={cc.train_workers} data-parallel learners; use a multiple of it"
+                   for i, e in enumerate(config.env) if e.num_envs % cc.train_workers]
+            if bad:
+                raise ConfigError(bad)
         self.strategy = "broadcast" if cc.weight_sync == "auto" else cc.weight_sync
         if self.strategy == "local":
             raise ConfigError(["cluster.weight_sync: 'local' copies weights inside one process; in ray mode "
@@ -98,26 +111,31 @@ class RayExecution:
         self.selection = plugins.selection()
         ptype = self.policy_cfg.type.replace(":", "-")
         learner_cls: Any = ray.remote(LearnerActor)
-        placement = self.env_group.plan.options(self.env_group.plan.learner_bundle)
-        self.learner: Any = learner_cls.options(
-            num_cpus=cc.learner_num_cpus, num_gpus=cc.learner_num_gpus, name=f"policy-train-{ptype}-0",
-            max_concurrency=1, **placement,
-        ).remote(self.policy_cfg, selection=self.selection, seed=derive_seed(config.seed, 3, 0),
-                 num_threads=self.policy_cfg.num_threads)
+        plan = self.env_group.plan
+        self.world_size = cc.train_workers
+        self.learners: list[Any] = [learner_cls.options(
+            num_cpus=cc.learner_num_cpus, num_gpus=cc.learner_num_gpus, name=f"policy-train-{ptype}-{r}",
+            max_concurrency=1, **plan.options(plan.learner_bundle_of(r)),
+        ).remote(self.policy_cfg, selection=self.selection, seed=derive_seed(config.seed, 3, r),
+                 num_threads=self.policy_cfg.num_threads, rank=r, world_size=self.world_size,
+                 offload=cc.offload) for r in range(self.world_size)]
+        self.learner: Any = self.learners[0]  # rank 0: weight-sync source, checkpointed state, evaluation
         self.observation_space = self.env_group.observation_space
         self.action_space = self.env_group.action_space
         self.startup["env_actors_s"] = clock() - t1
         t2 = clock()
-        extras = self._get(self.learner.build.remote(self.observation_space, self.action_space),
-                           cc.actor_start_timeout_s, "start the learner")
-        spec = BufferSpec(observation_space=self.observation_space, action_space=self.action_space,
-                          num_envs=self.env_group.total_envs, num_steps=rollout_steps, extras_spec=extras,
-                          column_labels=column_labels(self.env_group), device="cpu", seed=config.seed)
+        extras = self._get([ln.build.remote(self.observation_space, self.action_space) for ln in self.learners],
+                           cc.actor_start_timeout_s, "start the learner")[0]
         bname = buffer.spec.qualified_name if hasattr(buffer, "spec") else config.buffer.type
         bparams = buffer.params if hasattr(buffer, "params") else config.buffer.params
-        self.needs_next_obs = self._get(self.learner.bind_buffer.remote(bname, bparams, spec),
-                                        cc.actor_start_timeout_s, "allocate the buffer")
+        self.needs_next_obs = self._get(
+            [ln.bind_buffer.remote(bname, bparams, self._shard_spec(r, rollout_steps, extras))
+             for r, ln in enumerate(self.learners)], cc.actor_start_timeout_s, "allocate the buffer")[0]
         self.startup["learner_s"] = clock() - t2
+        if self.world_size > 1:
+            t_dp = clock()
+            self._form_data_parallel()
+            self.startup["data_parallel_s"] = clock() - t_dp
         # rollout copies inside the env actors
         t3 = clock()
         for w, actor in enumerate(self.env_group.actors):
@@ -152,6 +170,37 @@ class RayExecution:
                                 "cluster.actor_start_timeout_s; are there enough CPUs/GPUs for every actor?)") \
                 from None
 
+    def _shard_spec(self, rank: int, rollout_steps: int, extras: dict[str, Any]) -> BufferSpec:
+        """The buffer (shard) of learner ``rank``: an equal slice of every worker's env columns."""
+        w = self.world_size
+        labels = [lbl for lbl, n in zip(self.env_group.labels, self.env_group.num_envs_per_worker, strict=True)
+                  for _ in range(n // w)]
+        return BufferSpec(observation_space=self.observation_space, action_space=self.action_space,
+                          num_envs=self.env_group.total_envs // w, num_steps=rollout_steps, extras_spec=extras,
+                          column_labels=labels if w > 1 else column_labels(self.env_group), device="cpu",
+                          seed=self.config.seed if rank == 0 else derive_seed(self.config.seed, 6, rank))
+
+    def _form_data_parallel(self) -> None:
+        """The learners' torch.distributed group (gloo on CPU, nccl with GPUs): rank 0's weights everywhere."""
+        cc = self.config.cluster
+        backend = self.backend()
+        addr, port = self._get(self.learner.free_port.remote(), cc.call_timeout_s, "pick a rendezvous port")
+        sums = self._get([ln.init_data_parallel.remote(addr, port, backend, int(cc.bucket_mb * (1 << 20)))
+                          for ln in self.learners], cc.call_timeout_s, "form the data-parallel learner group")
+        if len(set(sums)) != 1:
+            raise WorkerFailure(f"the data-parallel learners disagree on their initial parameters ({sums})")
+        log.info("data-parallel learners: %d ranks over %s", self.world_size, backend)
+
+    def backend(self) -> str:
+        """The torch.distributed backend: ``cluster.backend``, or nccl when the learners have GPUs."""
+        override = getattr(self, "backend_override", "auto")
+        cc = self.config.cluster
+        choice = override if override != "auto" else cc.backend
+        return choice if choice != "auto" else ("nccl" if cc.learner_num_gpus > 0 else "gloo")
+
+    def _learner_failed(self, exc: BaseException) -> WorkerFailure:
+        return WorkerFailure(f"the learner failed; the last checkpoint is intact. Cause: {exc}")
+
     def _setup_runner(self, w: int, actor: Any) -> None:
         actor.setup_rollout.remote(self.policy_cfg, list(self.config.preprocessors),
                                    policy_seed=derive_seed(self.config.seed, 4, w),
@@ -160,7 +209,7 @@ class RayExecution:
     def _form_group(self) -> None:
         """(Re)form the torch.distributed group: learner rank 0, env runners 1..K."""
         cc = self.config.cluster
-        backend = cc.backend if cc.backend != "auto" else ("nccl" if cc.learner_num_gpus > 0 else "gloo")
+        backend = self.backend()
         members = [self.learner, *self.env_group.actors]
         addr, port = self._get(self.learner.free_port.remote(), cc.call_timeout_s, "pick a rendezvous port")
         bucket = int(cc.bucket_mb * (1 << 20))
@@ -230,11 +279,12 @@ class RayExecution:
     def learn(self, progress: float) -> dict[str, float]:
         """The learner stores the chunks (resolved from the object store by Ray) and updates."""
         chunks, self._pending_chunks = self._pending_chunks, []
-        try:
-            return dict(self.ray.get(self.learner.learn.remote(progress, *chunks),
-                                     timeout=self.config.cluster.call_timeout_s))
+        try:  # every rank gets every chunk ref and stores its own slice of the env columns
+            results = self.ray.get([ln.learn.remote(progress, *chunks) for ln in self.learners],
+                                   timeout=self.config.cluster.call_timeout_s)
         except self.ray.exceptions.RayActorError as exc:
-            raise WorkerFailure(f"the learner failed; the last checkpoint is intact. Cause: {exc}") from exc
+            raise self._learner_failed(exc) from exc
+        return mean_metrics(results)
 
     def _broadcast(self, version: int) -> dict[str, float]:
         members = [self.learner, *self.env_group.actors]
@@ -258,6 +308,9 @@ class RayExecution:
             states = [_strip_private(p.state_dict()) for p in self.preprocessors]
             for a in self.env_group.actors:  # ordered before the next collect on each actor
                 a.load_preprocessor_states.remote(states)
+        if self.config.cluster.offload:  # the learners are idle until the next learn: free their GPU memory
+            for ln in self.learners:
+                ln.offload_idle.remote()
         metrics["sync/seconds"] = time.perf_counter() - t0
         metrics["sync/version"] = float(self.version)
         metrics["fault/worker_restarts"] = float(getattr(self, "restarts", 0))
@@ -283,21 +336,32 @@ class RayExecution:
         return stats
 
     def start_learn(self, progress: float, chunks: list[Any], *, version: int, max_staleness: int | None) -> Any:
-        """Queue on the learner: store ``chunks`` (refs) within the staleness bound, then learn once.
+        """Queue on the learner(s): store ``chunks`` (refs) within the staleness bound, then learn once.
 
-        Returns the ref of :meth:`LearnerActor.learn_chunks`'s result without waiting.
+        Returns the ref of rank 0's :meth:`LearnerActor.learn_chunks` result without waiting (the other ranks'
+        refs are kept for :meth:`finish_learn`).
         """
-        return self.learner.learn_chunks.remote(progress, version, max_staleness, *chunks)
+        refs = [ln.learn_chunks.remote(progress, version, max_staleness, *chunks) for ln in self.learners]
+        if len(refs) > 1:
+            self._rank_refs = getattr(self, "_rank_refs", {})
+            self._rank_refs[refs[0]] = refs[1:]
+        return refs[0]
 
     def finish_learn(self, ref: Any) -> dict[str, Any]:
         """The result of a learn call started with :meth:`start_learn`."""
+        others = getattr(self, "_rank_refs", {}).pop(ref, [])
         try:
-            return dict(self.ray.get(ref, timeout=self.config.cluster.call_timeout_s))
+            results = [dict(r) for r in self.ray.get([ref, *others], timeout=self.config.cluster.call_timeout_s)]
         except self.ray.exceptions.RayActorError as exc:
-            raise WorkerFailure(f"the learner failed; the last checkpoint is intact. Cause: {exc}") from exc
+            raise self._learner_failed(exc) from exc
         except self.ray.exceptions.GetTimeoutError:
             raise WorkerFailure(f"the learner did not answer within cluster.call_timeout_s="
                                 f"{self.config.cluster.call_timeout_s:.0f}s") from None
+        if len(results) == 1:
+            return results[0]
+        first = results[0]  # every rank saw the same chunks: lags and drops agree; metrics are averaged
+        return {**first, "metrics": mean_metrics([r["metrics"] for r in results]),
+                "busy_s": max(float(r["busy_s"]) for r in results)}
 
     def publish_weights(self) -> tuple[int, dict[str, float]]:
         """Send the learner's current weights (and merged preprocessor statistics) to every runner.
@@ -344,15 +408,26 @@ class RayExecution:
         """Learner + buffer (from the learner actor), merged preprocessors, env runners, weight version."""
         timeout = self.config.cluster.call_timeout_s
         remote = self._get(self.learner.state_dict.remote(), timeout, "fetch the learner state")
+        buffer = remote["buffer"]
+        if self.world_size > 1:  # rank 0 writes the learner; every rank's buffer shard is kept
+            others = self._get([ln.buffer_state.remote() for ln in self.learners[1:]], timeout,
+                               "fetch the buffer shards")
+            buffer = {"shards": [buffer, *others]}
         runners = self._get([a.state_dict.remote() for a in self.env_group.actors], timeout, "fetch env states")
-        return {"policy": {"learner": remote["learner"], "version": self.version}, "buffer": remote["buffer"],
+        return {"policy": {"learner": remote["learner"], "version": self.version}, "buffer": buffer,
                 "preprocessors": [p.state_dict() for p in self.preprocessors], "runners": runners}
 
     def load_state_dict(self, state: dict[str, Any]) -> list[bool]:
         """Restore; a different number of env workers than at save time resets the envs instead."""
         timeout = self.config.cluster.call_timeout_s
-        self._get(self.learner.load_state_dict.remote({"learner": state["policy"]["learner"],
-                                                        "buffer": state["buffer"]}), timeout, "restore the learner")
+        buffer = state["buffer"]
+        shards = buffer["shards"] if isinstance(buffer, dict) and "shards" in buffer else [buffer]
+        if len(shards) != self.world_size:
+            log.warning("the checkpoint has %d buffer shard(s) for %d learner(s): learning resumes with empty "
+                        "buffers", len(shards), self.world_size)
+            shards = [None] * self.world_size
+        self._get([ln.load_state_dict.remote({"learner": state["policy"]["learner"], "buffer": b})
+                   for ln, b in zip(self.learners, shards, strict=True)], timeout, "restore the learner")
         for p, s in zip(self.preprocessors, state["preprocessors"], strict=True):
             p.load_state_dict(s)
         self.version = int(state["policy"]["version"]) - 1
@@ -369,10 +444,11 @@ class RayExecution:
 
     def close(self) -> None:
         """Kill the actors; shut the cluster down if this run started it."""
-        try:
-            self.ray.kill(self.learner, no_restart=True)
-        except Exception:
-            pass
+        for ln in getattr(self, "learners", [self.learner]):
+            try:
+                self.ray.kill(ln, no_restart=True)
+            except Exception:
+                pass
         if not self.owns_env_group:
             return  # the caller's RemoteEnvGroup (and the cluster it started) stay up until it is closed
         if self.owns_env_group:

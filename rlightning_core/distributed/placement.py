@@ -40,6 +40,12 @@ class PlacementPlan:
     learner_bundle: int | None
     ray_strategy: str = "PACK"
     pg: Any = None
+    learner_bundles: list[int | None] = attrs.Factory(list)
+    """Bundle of every learner rank (rank 0's is :attr:`learner_bundle`); empty means all in that one."""
+
+    def learner_bundle_of(self, rank: int) -> int | None:
+        """The bundle of learner ``rank``."""
+        return self.learner_bundles[rank] if rank < len(self.learner_bundles) else self.learner_bundle
 
     @classmethod
     def for_run(cls, config: MainConfig) -> PlacementPlan:
@@ -50,14 +56,18 @@ class PlacementPlan:
     def from_parts(cls, c: ClusterConfig, env_cfgs: Sequence[EnvConfig]) -> PlacementPlan:
         """The plan for these env configs under cluster config ``c``."""
         workers = [(i, e) for i, e in enumerate(env_cfgs) for _ in range(e.num_workers)]
+        nl = c.train_workers
         if c.placement == "default":
             return cls("default", [], [None] * len(workers), None)
         if c.placement == "colocate":
-            cpus = c.learner_num_cpus + sum(e.num_cpus for _, e in workers)
-            return cls("colocate", [_bundle(cpus, c.learner_num_gpus)], [0] * len(workers), 0, "STRICT_PACK")
+            cpus = nl * c.learner_num_cpus + sum(e.num_cpus for _, e in workers)
+            return cls("colocate", [_bundle(cpus, nl * c.learner_num_gpus)], [0] * len(workers), 0, "STRICT_PACK",
+                       learner_bundles=[0] * nl)
         if c.placement == "disaggregate":
-            bundles = [_bundle(c.learner_num_cpus, c.learner_num_gpus)] + [_bundle(e.num_cpus, 0) for _, e in workers]
-            return cls("disaggregate", bundles, list(range(1, len(workers) + 1)), 0, "SPREAD")
+            bundles = [_bundle(c.learner_num_cpus, c.learner_num_gpus) for _ in range(nl)] + [
+                _bundle(e.num_cpus, 0) for _, e in workers]
+            return cls("disaggregate", bundles, list(range(nl, len(workers) + nl)), 0, "SPREAD",
+                       learner_bundles=list(range(nl)))
         # manual
         problems = []
         if not c.bundles:
@@ -102,7 +112,8 @@ class PlacementPlan:
             return ["placement: default (no placement group; Ray schedules each actor by its resources)"]
         lines = [f"placement: {self.strategy} ({self.ray_strategy}), {len(self.bundles)} bundle(s)"]
         for b, res in enumerate(self.bundles):
-            who = (["learner"] if self.learner_bundle == b else []) + [
+            ranks = [r for r, lb in enumerate(self.learner_bundles or [self.learner_bundle]) if lb == b]
+            who = [f"learner rank {r}" if len(self.learner_bundles) > 1 else "learner" for r in ranks] + [
                 f"env-runner {lbl}#{i}" for i, (lbl, eb) in enumerate(zip(labels, self.env_bundles, strict=True))
                 if eb == b]
             lines.append(f"  bundle {b} {res}: {', '.join(who) or '(empty)'}")

@@ -77,6 +77,10 @@ class BasePolicy(ABC):
         self.device = device
         self.seed = seed
         self.weight_version = 0
+        #: The data-parallel group of learners this instance belongs to (``None``: it learns alone). Set by
+        #: Ray mode when ``cluster.train_workers`` > 1; gradients are then averaged across learners after
+        #: every backward pass without the policy doing anything.
+        self.data_parallel: Any = None
 
     # -- rollout ---------------------------------------------------------------------------------------------
     @abstractmethod
@@ -96,6 +100,16 @@ class BasePolicy(ABC):
             buffer: the run's data buffer (a ``RolloutBuffer`` for on-policy algorithms).
             progress: fraction of the training budget already used, in ``[0, 1]`` (for schedules).
         """
+
+    def all_reduce_mean(self, value: Any) -> float:
+        """The mean of a scalar over the data-parallel learners (itself when learning alone).
+
+        For decisions every learner must take alike, e.g. stopping epochs early on the approximate KL:
+        learners that disagree on how many updates to make would wait for each other forever.
+        """
+        if self.data_parallel is None:
+            return float(value)
+        return self.data_parallel.mean(value)
 
     # -- state -----------------------------------------------------------------------------------------------
     @abstractmethod

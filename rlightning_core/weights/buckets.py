@@ -88,7 +88,7 @@ class BucketLayout:
         flats = []
         with torch.no_grad():
             for index, entries in enumerate(self.buckets):
-                flat = self.empty(index)
+                flat = self.empty(index, device=originals[entries[0][0]].device)  # nccl needs GPU buckets
                 for name, offset, numel, shape in entries:
                     view = flat[offset: offset + numel].view(shape)
                     view.copy_(originals[name].detach())
@@ -100,9 +100,9 @@ class BucketLayout:
         """Bucket ``index`` as one contiguous tensor (a copy of the current values)."""
         return torch.cat([tensors[name].detach().reshape(-1) for name, _, _, _ in self.buckets[index]])
 
-    def empty(self, index: int) -> torch.Tensor:
+    def empty(self, index: int, device: Any = "cpu") -> torch.Tensor:
         """A receive buffer for bucket ``index``."""
-        return torch.empty(self.sizes[index], dtype=self.dtypes[index])
+        return torch.empty(self.sizes[index], dtype=self.dtypes[index], device=device)
 
     def unpack(self, flat: torch.Tensor, tensors: Mapping[str, torch.Tensor], index: int) -> None:
         """Copy bucket ``index`` into the tensors, in place."""

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from rlightning_core.policy.base import BasePolicy, PolicyOutput, PolicyRole
+from rlightning_core.policy.numerics import guard_of
 from rlightning_ppo.networks import ActorCritic, gaussian_entropy, gaussian_log_prob
 from rlightning_ppo.params import PPOParams
 
@@ -139,6 +140,8 @@ class PPOPolicy(BasePolicy):
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         buffer.compute_returns_and_advantages(gamma=p.gamma, gae_lambda=p.gae_lambda)
+        guard = guard_of(self)  # NaN/inf in a loss or gradient: raise or skip (policy.nan_policy)
+        guard.begin_learn()
         diagnostics: list[torch.Tensor] = []  # per minibatch: policy loss, value loss, entropy, approx-KL, clip frac
         epochs_done = 0
         seen_values: list[torch.Tensor] = []
@@ -170,8 +173,10 @@ class PPOPolicy(BasePolicy):
                     loss = loss - p.ent_coef * entropy
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
-                if p.max_grad_norm is not None:
-                    torch.nn.utils.clip_grad_norm_(self._params, p.max_grad_norm)
+                grad_norm = guard.grad_norm(self._params, p.max_grad_norm)
+                if not guard.check({"loss/policy": pg_loss, "loss/value": v_loss}, grad_norm, where="ppo update",
+                                   optimizers=[self.optimizer]):
+                    continue
                 self.optimizer.step()
                 if p.target_kl is not None or epochs_done == p.epochs - 1:  # diagnostics: the last epoch
                     with torch.no_grad():
@@ -180,8 +185,9 @@ class PPOPolicy(BasePolicy):
                         clip_frac = ((ratio - 1).abs() > p.clip_ratio).float().mean()
                         diagnostics.append(torch.stack([pg_loss.detach(), v_loss.detach(), ent, kl, clip_frac]))
             epochs_done += 1
-            epoch_kl = torch.stack(diagnostics[epoch_start:])[:, 3].mean() if p.target_kl is not None else None
-            if epoch_kl is not None and epoch_kl.item() > p.target_kl:
+            epoch_kl = (torch.stack(diagnostics[epoch_start:])[:, 3].mean()
+                        if p.target_kl is not None and len(diagnostics) > epoch_start else None)
+            if epoch_kl is not None and self.all_reduce_mean(epoch_kl.item()) > p.target_kl:
                 break
         names = ("loss/policy", "loss/value", "loss/entropy", "stats/approx_kl", "stats/clip_fraction")
         last = diagnostics[epoch_start:] or diagnostics  # the epoch that ran last (early stop included)
@@ -190,6 +196,7 @@ class PPOPolicy(BasePolicy):
         metrics["stats/explained_variance"] = _explained_variance(torch.cat(seen_values), torch.cat(seen_returns))
         metrics["stats/lr"] = lr
         metrics["stats/epochs"] = float(epochs_done)
+        metrics.update(guard.metrics())
         self.weight_version += 1
         return metrics
 
