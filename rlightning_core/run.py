@@ -9,10 +9,15 @@ Only the driver writes the run directory (DESIGN §7). Layout::
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import logging
 import os
+import signal
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +29,10 @@ from rlightning_core.config.loading import component_slots, config_to_yaml
 from rlightning_core.config.schema import MainConfig
 from rlightning_core.logging.hub import MetricsHub
 
-__all__ = ["RunContext", "build_manifest", "config_hash", "default_run_dir", "prepare_run"]
+__all__ = ["RunContext", "StopRequest", "build_manifest", "config_hash", "default_run_dir", "graceful_stop",
+           "prepare_run"]
+
+log = logging.getLogger("rlightning")
 
 #: Config sections that may change between a run and its resume without invalidating the checkpoint.
 RESUMABLE_CHANGES = ("engine.total_steps", "engine.time_limit_s", "engine.target_eval_return",
@@ -139,3 +147,63 @@ def prepare_run(config: MainConfig, run_dir: str | Path | None = None, *, plugin
     hub = MetricsHub(path, loggers, plugins)
     return RunContext(run_dir=path, config=config, hub=hub, plugins=plugins,
                       manifest=build_manifest(config, plugins), resumed=resume)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Signals: SIGINT / SIGTERM stop a run cleanly
+# ------------------------------------------------------------------------------------------------------------
+
+#: Signals that ask a run to stop: it finishes the iteration in progress, writes a final checkpoint, flushes
+#: the loggers and releases its workers. A second one of them stops at once (``KeyboardInterrupt``).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@attrs.define
+class StopRequest:
+    """Set by :func:`graceful_stop`'s handlers; the engine polls it between iterations."""
+
+    signum: int | None = None
+    """The signal that asked the run to stop (``None``: nobody did)."""
+
+    @property
+    def requested(self) -> bool:
+        """Whether a stop was asked for."""
+        return self.signum is not None
+
+    @property
+    def name(self) -> str:
+        """``SIGINT`` / ``SIGTERM`` (empty when no signal arrived)."""
+        return signal.Signals(self.signum).name if self.signum is not None else ""
+
+    @property
+    def exit_code(self) -> int:
+        """The shell convention for a process stopped by a signal: ``128 + signum`` (130 SIGINT, 143 SIGTERM)."""
+        return 128 + int(self.signum or 0)
+
+
+@contextlib.contextmanager
+def graceful_stop() -> Iterator[StopRequest]:
+    """Catch SIGINT and SIGTERM while a run trains (main thread only; elsewhere signals keep their handlers).
+
+    The first signal records itself in the yielded :class:`StopRequest` (the engine then stops after the
+    current iteration); a second raises ``KeyboardInterrupt`` for an immediate stop. Previous handlers (e.g.
+    Ray's own SIGTERM handler in a driver) are restored on exit.
+    """
+    request = StopRequest()
+    if threading.current_thread() is not threading.main_thread():
+        yield request
+        return
+
+    def handler(signum: int, _frame: Any) -> None:
+        if request.signum is not None:
+            raise KeyboardInterrupt
+        request.signum = signum
+        log.warning("%s received: stopping after this iteration with a final checkpoint (send it again to stop "
+                    "at once)", signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
+    try:
+        yield request
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old if old is not None else signal.SIG_DFL)

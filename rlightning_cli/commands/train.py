@@ -107,6 +107,12 @@ def train(config_file: str, overrides: tuple[str, ...], run_dir: str | None, res
     finally:
         env_group.close()
     ev = f", last eval return {result.last_eval_return:.4g}" if result.last_eval_return is not None else ""
+    if result.stop_signal:  # exit code 128 + signal number, as a shell reports a process a signal stopped
+        import signal
+
+        click.echo(f"Stopped by {result.stop_signal} after {result.iterations} iterations, {result.env_steps} env "
+                   f"steps; final checkpoint written. Resume with --resume {result.run_dir}", err=True)
+        return 128 + int(signal.Signals[result.stop_signal])
     click.echo(f"Stopped ({result.stop_reason}) after {result.iterations} iterations, {result.env_steps} env "
                f"steps, {result.train_s:.1f}s of training{ev}. Run directory: {result.run_dir}", err=True)
     return 130 if result.stop_reason == "interrupted" else 0

@@ -45,6 +45,8 @@ class EngineResult:
     last_eval_return: float | None
     best_eval_return: float | None
     profile: dict[str, float]
+    stop_signal: str | None = None
+    """``SIGINT`` / ``SIGTERM`` when a signal stopped the run (``stop_reason`` is then ``interrupted``)."""
 
 
 class BaseEngine(ABC):
@@ -61,8 +63,10 @@ class BaseEngine(ABC):
     def __init__(self, params: Any, *, config: MainConfig, env_group: Any, policy_group: Any, buffer: Any,
                  preprocessors: list[Any] | None = None, plugins: Any = None) -> None:
         from rlightning_core.plugins import get_plugins
+        from rlightning_core.run import StopRequest
 
         self.params = params
+        self._stop = StopRequest()
         self.config = config
         self.env_group = env_group
         self.policy_group = policy_group
@@ -111,7 +115,7 @@ class BaseEngine(ABC):
         """Train until a stop rule fires; writes metrics, checkpoints and evaluations into the run dir."""
         from rlightning_core.checkpoint.manager import CheckpointManager
         from rlightning_core.engine.evaluation import Evaluator
-        from rlightning_core.run import prepare_run
+        from rlightning_core.run import graceful_stop, prepare_run
 
         cfg = self.config
         if resume_from is not None:  # refuse before touching the run directory
@@ -124,6 +128,8 @@ class BaseEngine(ABC):
         status, reason, started = "completed", "total_steps", False
         error: BaseException | None = None
         progress = ProgressBar(cfg.engine.total_steps, enabled=cfg.logging.progress)
+        signals = graceful_stop()  # SIGINT/SIGTERM: stop after this iteration, final checkpoint, clean release
+        self._stop = signals.__enter__()
         try:
             if resume_from is not None:
                 self.load_checkpoint(resume_from)
@@ -153,16 +159,26 @@ class BaseEngine(ABC):
             if self.evaluator is not None:
                 self.evaluator.close()
             self.execution.close()
+            signals.__exit__(None, None, None)
         return EngineResult(run_dir=ctx.run_dir, iterations=self.iteration_count, env_steps=self.env_steps,
                             train_s=self.train_s, stop_reason=reason, last_eval_return=self.last_eval,
-                            best_eval_return=self.best_eval, profile=dict(self.profile))
+                            best_eval_return=self.best_eval, profile=dict(self.profile),
+                            stop_signal=self._stop.name or None)
 
     def _loop(self, progress: ProgressBar) -> str:
         cfg = self.config.engine
         ccfg = self.config.checkpoint
         while True:
             t0 = time.perf_counter()
-            metrics = self.iteration()
+            try:
+                metrics = self.iteration()
+            except Exception as exc:  # a NaN/inf update is restated with the iteration it happened in
+                from rlightning_core.policy.numerics import at_iteration
+
+                restated = at_iteration(exc, self.iteration_count + 1, self.env_steps)
+                if restated is None:
+                    raise
+                raise restated from None
             self.train_s += time.perf_counter() - t0
             self.iteration_count += 1
             it = self.iteration_count
@@ -172,11 +188,14 @@ class BaseEngine(ABC):
             metrics["iteration"] = it
             reason = None
             evaluated = False
-            if self.env_steps >= cfg.total_steps:
+            stopping = self._stop.requested  # a signal: no final evaluation, but always a checkpoint
+            if stopping:
+                reason = "interrupted"
+            elif self.env_steps >= cfg.total_steps:
                 reason = "total_steps"
             elif cfg.time_limit_s is not None and self.train_s >= cfg.time_limit_s:
                 reason = "time_limit"
-            if (cfg.eval_every and it % cfg.eval_every == 0) or (reason is not None):
+            if (cfg.eval_every and it % cfg.eval_every == 0 and not stopping) or (reason is not None and not stopping):
                 metrics.update(self._evaluate())
                 evaluated = True
                 if (cfg.target_eval_return is not None and self.last_eval is not None
@@ -184,7 +203,7 @@ class BaseEngine(ABC):
                     reason = reason or "target_eval_return"
             if it % self.config.logging.log_every == 0 or reason is not None:
                 self.run_ctx.hub.log(self.env_steps, metrics)
-            if (ccfg.every and it % ccfg.every == 0) or (reason is not None and ccfg.at_end):
+            if (ccfg.every and it % ccfg.every == 0) or (reason is not None and (ccfg.at_end or stopping)):
                 self._save_checkpoint(self.last_eval if evaluated else None)
             progress.update(self.env_steps, sps=metrics["perf/sps"], train_s=self.train_s,
                             eval_return=self.last_eval)

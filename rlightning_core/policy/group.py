@@ -59,6 +59,9 @@ class PolicyGroup:
         if not isinstance(policy, BasePolicy):
             raise TypeError(f"policy {self.spec.name!r} from {self.spec.distribution} built a "
                             f"{type(policy).__name__}, which does not derive from rlightning_core BasePolicy")
+        from rlightning_core.policy.numerics import NumericGuard
+
+        policy.numerics = NumericGuard(self.policy_cfg.nan_policy)  # what its update steps do on NaN/inf
         return policy
 
     def materialize(self, observation_space: Any, action_space: Any, *, seed: int = 0) -> None:

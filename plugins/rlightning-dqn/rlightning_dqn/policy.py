@@ -30,6 +30,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from rlightning_core.policy.base import BasePolicy, PolicyOutput, PolicyRole
+from rlightning_core.policy.numerics import guard_of
 from rlightning_core.policy.schedule import UpdateSchedule
 from rlightning_dqn.params import DQNParams
 
@@ -144,6 +145,7 @@ class DQNPolicy(BasePolicy):
             buffer.set_progress(progress)
         n = self.schedule.due(buffer)
         metrics: dict[str, float] = {"stats/updates": float(n), "stats/epsilon": epsilon}
+        guard_of(self).begin_learn()  # NaN/inf in the loss or gradients: raise or skip (policy.nan_policy)
         if n:
             prioritized = bool(getattr(getattr(buffer, "params", None), "prioritized", False))
             sums = torch.zeros(3, device=self.device)
@@ -151,6 +153,7 @@ class DQNPolicy(BasePolicy):
                 sums += self._update(buffer, prioritized)
             metrics.update(zip(("loss/td", "stats/q_mean", "stats/td_abs"), (sums / n).tolist(), strict=True))
         metrics["stats/num_updates"] = float(self.num_updates)
+        metrics.update(guard_of(self).metrics())
         return metrics
 
     def _update(self, buffer: Any, prioritized: bool) -> torch.Tensor:
@@ -175,11 +178,13 @@ class DQNPolicy(BasePolicy):
         loss = (batch["weights"] * per_item).mean()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        if p.max_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(self.q.parameters(), p.max_grad_norm)
-        self.optimizer.step()
+        guard = guard_of(self)
+        ok = guard.check({"loss/td": loss}, guard.grad_norm(self.q.parameters(), p.max_grad_norm),
+                         where="dqn update", optimizers=[self.optimizer])
+        if ok:
+            self.optimizer.step()
         td_abs = td.detach().abs()
-        if prioritized:
+        if prioritized and ok:
             buffer.update_priorities(batch["indices"], td_abs)
         self.num_updates += 1
         if self.num_updates % p.target_update_interval == 0:

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from rlightning_core.policy.base import BasePolicy, PolicyOutput, PolicyRole
+from rlightning_core.policy.numerics import guard_of
 from rlightning_core.policy.schedule import UpdateSchedule
 from rlightning_sac.networks import Actor, Critics, EntropyCoef, squashed_sample
 from rlightning_sac.params import SACParams
@@ -143,6 +144,7 @@ class SACPolicy(BasePolicy):
             buffer.set_progress(progress)
         n = self.schedule.due(buffer)
         metrics: dict[str, float] = {"stats/updates": float(n)}
+        guard_of(self).begin_learn()  # NaN/inf in a loss or gradients: raise or skip (policy.nan_policy)
         if n:
             prioritized = bool(getattr(getattr(buffer, "params", None), "prioritized", False))
             sums = torch.zeros(6, device=self.device)
@@ -152,6 +154,7 @@ class SACPolicy(BasePolicy):
             metrics.update(zip(names, (sums / n).tolist(), strict=True))
             self.actor.trained.fill_(1.0)
         metrics["stats/num_updates"] = float(self.num_updates)
+        metrics.update(guard_of(self).metrics())
         return metrics
 
     def _update(self, buffer: Any, prioritized: bool) -> torch.Tensor:
@@ -175,11 +178,14 @@ class SACPolicy(BasePolicy):
         # 2. entropy coefficient
         log_alpha = self.ent_coef.log_alpha
         alpha = log_alpha.detach().exp()
+        guard = guard_of(self)
         if self.ent_coef_optimizer is not None:
             ent_loss = -(log_alpha * (log_prob.detach() + self.target_entropy)).mean()
             self.ent_coef_optimizer.zero_grad(set_to_none=True)
             ent_loss.backward()
-            self.ent_coef_optimizer.step()
+            if guard.check({"loss/ent_coef": ent_loss}, guard.grad_norm(self.ent_coef.parameters()),
+                           where="sac entropy-coefficient update", optimizers=[self.ent_coef_optimizer]):
+                self.ent_coef_optimizer.step()
         else:
             ent_loss = torch.zeros((), device=self.device)
         # 3. critics, towards the soft Bellman target of the target critics
@@ -194,19 +200,21 @@ class SACPolicy(BasePolicy):
         critic_loss = 0.5 * (weights * td.square()).mean(-1).sum()
         self.critic_optimizer.zero_grad(set_to_none=True)
         critic_loss.backward()
-        if p.max_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(self.critic.parameters(), p.max_grad_norm)
-        self.critic_optimizer.step()
+        critic_norm = guard.grad_norm(self.critic.parameters(), p.max_grad_norm)
+        critic_ok = guard.check({"loss/critic": critic_loss}, critic_norm, where="sac critic update",
+                                optimizers=[self.critic_optimizer])
+        if critic_ok:
+            self.critic_optimizer.step()
         # 4. actor, through the updated critics read as constants
         with self._cast():
             q_pi = self.critic(obs, pi_actions, detach_params=True).float().min(0).values
         actor_loss = (alpha * log_prob - q_pi).mean()
         self.actor_optimizer.zero_grad(set_to_none=True)
         actor_loss.backward()
-        if p.max_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(self.actor.parameters(), p.max_grad_norm)
-        self.actor_optimizer.step()
-        if prioritized:
+        if guard.check({"loss/actor": actor_loss}, guard.grad_norm(self.actor.parameters(), p.max_grad_norm),
+                       where="sac actor update", optimizers=[self.actor_optimizer]):
+            self.actor_optimizer.step()
+        if prioritized and critic_ok:
             buffer.update_priorities(batch["indices"], td.detach().abs().mean(0))
         # 5. target critics
         self.num_updates += 1
