@@ -26,7 +26,7 @@ import click
               show_default=True)
 def env_client(spec: str, address: str, token: str | None, env_name: str | None, num_envs: int | None, seed: int,
                name: str | None, retry_s: float, no_reconnect: bool, log_level: str) -> int:
-    """Serve an env to a run whose env type is `remote`, until the run ends.
+    r"""Serve an env to a run whose env type is `remote`, until the run ends.
 
     CONFIG_OR_ENV_SPEC is either a config file (its env entry; a `remote` entry serves its params.local_env,
     with num_envs / num_clients envs) or TYPE:ID, e.g. gymnasium:CartPole-v1. Examples:

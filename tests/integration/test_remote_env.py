@@ -1,0 +1,302 @@
+"""Remote envs over real loopback sockets, with env clients in real separate processes.
+
+The server runs in this process (a ``RemoteEnvWorker`` as the engine would build it); clients are
+``rlightning env-client`` subprocesses, or raw sockets speaking (or breaking) the protocol by hand.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import numpy as np
+import pytest
+from remote_env_support import (
+    ClientProcs,
+    cartpole_hello,
+    encode,
+    raw_connect,
+    raw_exchange,
+    start_worker,
+)
+
+from rlightning_core.env.remote.protocol import array_to_wire, recv_frame, send_frame
+
+pytestmark = pytest.mark.usefixtures("training_plugins")
+
+
+@pytest.fixture
+def remote_log():
+    """Records of the ``rlightning.remote`` logger (attached directly: the CLI may have stopped propagation)."""
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    logger = logging.getLogger("rlightning.remote")
+    handler, old_level = Keep(level=logging.INFO), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    yield records
+    logger.removeHandler(handler)
+    logger.setLevel(old_level)
+
+
+def _local_worker(num_envs: int, seed: int = 0):
+    from rlightning_gymnasium.params import GymnasiumParams
+    from rlightning_gymnasium.worker import GymnasiumWorker
+
+    return GymnasiumWorker(GymnasiumParams(id="CartPole-v1"), num_envs=num_envs, seed=seed)
+
+
+def _steps_until(worker: Any, predicate: Any, timeout: float = 30.0, action: int = 1) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        batch = worker.step(np.full(worker.num_envs, action, dtype=np.int64))
+        if predicate(batch):
+            return batch
+        time.sleep(0.01)
+    raise AssertionError("condition not reached while stepping")
+
+
+def test_two_client_processes_step_exactly_like_the_local_env(tmp_path: Path) -> None:
+    """Row i of the remote worker is env i of a local worker: same seeds, same transitions, same episodes."""
+    with ClientProcs(tmp_path) as procs:
+        worker = start_worker(tmp_path, lambda port: [procs.start(port, name=f"c{i}") for i in range(2)],
+                              num_envs=8, num_clients=2)
+        local = _local_worker(8)
+        try:
+            assert (worker.observation_space, worker.action_space) == (local.observation_space, local.action_space)
+            np.testing.assert_array_equal(worker.reset(seed=11), local.reset(seed=11))
+            rng = np.random.default_rng(0)
+            episodes = 0
+            for _ in range(300):
+                actions = rng.integers(0, 2, size=8)
+                got, want = worker.step(actions), local.step(actions)
+                np.testing.assert_array_equal(got.obs, want.obs)
+                np.testing.assert_array_equal(got.reward, want.reward)
+                np.testing.assert_array_equal(got.terminated, want.terminated)
+                np.testing.assert_array_equal(got.truncated, want.truncated)
+                assert (got.final_obs is None) == (want.final_obs is None)
+                if want.final_obs is not None:
+                    np.testing.assert_array_equal(got.final_obs, want.final_obs)
+                assert [(e.env_index, e.episode_return, e.length) for e in got.episodes] == \
+                    [(e.env_index, e.episode_return, e.length) for e in want.episodes]
+                episodes += len(got.episodes)
+            assert episodes > 50
+            assert got.metrics["clients_connected"] == [2.0]
+            assert got.metrics["vacant_slots"] == [0.0]
+        finally:
+            worker.close()
+            local.close()
+        for proc in procs.procs:  # the server's close ends the clients cleanly
+            assert proc.wait(timeout=15) == 0, procs.log_of(proc)
+            assert "done after 300 steps" in procs.log_of(proc)
+
+
+def _pickle_that_writes(path: Path) -> bytes:
+    class Exploit:
+        def __reduce__(self):
+            return (Path.write_text, (path, "pwned"))
+
+    return pickle.dumps({"t": "hello", "payload": Exploit()})
+
+
+def test_bad_handshakes_are_refused_and_logged_while_a_good_client_is_served(tmp_path: Path, remote_log) -> None:
+    with ClientProcs(tmp_path) as procs:
+        worker = start_worker(tmp_path, lambda port: procs.start(port, name="good"), num_envs=4, num_clients=1)
+        port = worker.port
+        try:
+            worker.reset(seed=0)
+            marker = tmp_path / "pwned.txt"
+            ext = msgpack.packb({"t": "hello", "x": msgpack.ExtType(42, b"\x00")}, use_bin_type=True)
+            bad_dtype = cartpole_hello()
+            bad_dtype["observation_space"]["low"] = {**bad_dtype["observation_space"]["low"], "dtype": "object"}
+            attempts = [
+                ("bad_token", dict(message=cartpole_hello(token="wrong-token"))),
+                ("bad_version", dict(message=cartpole_hello(protocol=99))),
+                ("malformed", dict(payload=b"\xc1 this is not msgpack")),
+                ("malformed", dict(payload=encode({"no_type": 1}))),
+                ("frame_too_large", dict(header_len=50_000_000)),
+                ("malformed", dict(payload=_pickle_that_writes(marker))),
+                ("malformed", dict(payload=ext)),
+                ("malformed", dict(message=bad_dtype)),
+                ("num_envs_mismatch", dict(message=cartpole_hello(num_envs=3))),
+                ("space_mismatch", dict(message=cartpole_hello(action_space={"kind": "discrete", "n": 3,
+                                                                              "start": 0}))),
+                ("server_full", dict(message=cartpole_hello())),
+            ]
+            for i, (code, how) in enumerate(attempts):
+                reply = raw_exchange(port, **how)
+                assert (reply["t"], reply["code"]) == ("error", code), (code, reply)
+                batch = worker.step(np.zeros(4, dtype=np.int64))  # the good client goes on being served
+                assert batch.metrics["clients_connected"] == [1.0]
+                assert batch.metrics["refused_connections"] == [float(i + 1)]
+                assert not batch.truncated.all()  # real transitions, not placeholders
+            assert not marker.exists(), "a pickle payload must never be unpickled"
+            assert worker.server.disconnects == 0
+            refusals = [r.getMessage() for r in remote_log if "refused connection" in r.getMessage()]
+            assert len(refusals) == len(attempts)
+            for code, _ in attempts:
+                assert any(code in line for line in refusals), code
+            # a CLI client with a wrong token is told why and exits with the user-error code
+            bad = procs.start(port, name="bad", token="nope", extra=("--no-reconnect",))
+            assert bad.wait(timeout=30) == 2
+            assert "bad_token" in procs.log_of(bad)
+            assert worker.step(np.zeros(4, dtype=np.int64)).metrics["clients_connected"] == [1.0]
+        finally:
+            worker.close()
+
+
+def _raw_client(port: int, *, on_step: str, ready: threading.Event, done: threading.Event) -> None:
+    """A hand-written client: handshakes, answers resets, then misbehaves on the first step."""
+    sock = raw_connect(port)
+    try:
+        send_frame(sock, cartpole_hello(name="raw"))
+        assert recv_frame(sock, max_bytes=1 << 20, timeout=10)["t"] == "welcome"
+        ready.set()
+        while not done.is_set():
+            try:
+                msg = recv_frame(sock, max_bytes=1 << 20, timeout=0.2)
+            except TimeoutError:
+                continue
+            if msg["t"] == "reset":
+                send_frame(sock, {"t": "reset_ok", "seq": msg["seq"],
+                                  "obs": array_to_wire(np.zeros((4, 4), dtype=np.float32))})
+            elif msg["t"] == "step":
+                if on_step == "oversized":
+                    sock.sendall((2**31).to_bytes(4, "big"))
+                elif on_step == "wrong_dtype":
+                    send_frame(sock, {"t": "step_ok", "seq": msg["seq"],
+                                      "obs": array_to_wire(np.zeros((4, 4), dtype=np.float64))})
+                elif on_step == "silent":
+                    pass
+            elif msg["t"] == "ping" and on_step != "silent":
+                send_frame(sock, {"t": "pong", "time": msg.get("time")})
+    except Exception:  # the server hung up on us: what these tests expect
+        pass
+    finally:
+        sock.close()
+
+
+@pytest.mark.parametrize("misbehaviour", ["oversized", "wrong_dtype", "silent"])
+def test_a_client_breaking_the_protocol_is_dropped_and_the_other_goes_on(tmp_path: Path, misbehaviour: str,
+                                                                         remote_log) -> None:
+    ready, done = threading.Event(), threading.Event()
+    with ClientProcs(tmp_path) as procs:
+        def clients(port: int) -> None:
+            threading.Thread(target=_raw_client, args=(port,), daemon=True,
+                             kwargs=dict(on_step=misbehaviour, ready=ready, done=done)).start()
+            assert ready.wait(10)
+            procs.start(port, name="good")
+
+        worker = start_worker(tmp_path, clients, num_envs=8, num_clients=2, request_timeout_s=1.0)
+        try:
+            worker.reset(seed=0)
+            bad_group = next(g for g, c in enumerate(worker._groups) if c is not None and c.name == "raw")
+            rows = slice(bad_group * 4, bad_group * 4 + 4)
+            other = slice((1 - bad_group) * 4, (1 - bad_group) * 4 + 4)
+            t0 = time.monotonic()
+            batch = worker.step(np.zeros(8, dtype=np.int64))
+            assert time.monotonic() - t0 < 5
+            assert batch.metrics["client_disconnects"] == [1.0]
+            assert batch.truncated[rows].all() and not batch.reward[rows].any()  # placeholders
+            assert batch.reward[other].all()  # the good client's real CartPole rewards (1.0 each)
+            for _ in range(20):
+                batch = worker.step(np.zeros(8, dtype=np.int64))
+                assert batch.metrics["clients_connected"] == [1.0]
+                assert batch.metrics["vacant_slots"] == [4.0]
+            assert any("dropped client" in r.getMessage() and "raw" in r.getMessage() for r in remote_log)
+        finally:
+            done.set()
+            worker.close()
+
+
+def test_a_silent_idle_client_is_dropped_by_the_heartbeat(tmp_path: Path) -> None:
+    ready, done = threading.Event(), threading.Event()
+
+    def clients(port: int) -> None:
+        threading.Thread(target=_raw_client, args=(port,), daemon=True,
+                         kwargs=dict(on_step="silent", ready=ready, done=done)).start()
+
+    worker = start_worker(tmp_path, clients, num_envs=4, num_clients=1, heartbeat_s=0.2, heartbeat_timeout_s=0.6)
+    try:
+        worker.reset(seed=0)
+        deadline = time.monotonic() + 10
+        while worker.server.disconnects == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert worker.server.disconnects == 1
+        batch = worker.step(np.zeros(4, dtype=np.int64))
+        assert batch.metrics["clients_connected"] == [0.0] and batch.truncated.all()
+    finally:
+        done.set()
+        worker.close()
+
+
+def test_a_killed_client_is_counted_and_a_restarted_one_rejoins(tmp_path: Path) -> None:
+    with ClientProcs(tmp_path) as procs:
+        worker = start_worker(tmp_path, lambda port: [procs.start(port, name=f"c{i}") for i in range(2)],
+                              num_envs=8, num_clients=2)
+        try:
+            worker.reset(seed=3)
+            for _ in range(3):  # CartPole lasts ~9 steps under a constant action: every episode is in flight
+                batch = worker.step(np.ones(8, dtype=np.int64))
+            assert not (batch.terminated | batch.truncated).any()
+            victim = worker._groups[0]
+            proc = procs.procs[int(victim.name[1:])]  # clients are named c<index>
+            held = batch.obs[:4].copy()
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=10)
+            batch = worker.step(np.ones(8, dtype=np.int64))
+            assert batch.metrics["client_disconnects"] == [1.0]
+            assert batch.metrics["dropped_episodes"] == [4.0]  # the 4 episodes in flight are discarded
+            assert batch.metrics["clients_connected"] == [1.0]
+            np.testing.assert_array_equal(batch.obs[:4], held)
+            assert batch.truncated[:4].all() and not batch.reward[:4].any()
+            survivors = 0
+            for _ in range(40):  # the run continues with the other client
+                batch = worker.step(np.ones(8, dtype=np.int64))
+                assert all(e.env_index >= 4 for e in batch.episodes)
+                survivors += len(batch.episodes)
+            assert survivors >= 4
+            procs.start(worker.port, name="c2")  # a restarted client takes the vacant group over
+            batch = _steps_until(worker, lambda b: b.metrics["clients_connected"] == [2.0])
+            assert batch.truncated[:4].all()  # the join step cuts the placeholder and starts real episodes
+            assert worker._groups[0].name == "c2"
+            batch = _steps_until(worker, lambda b: any(e.env_index < 4 for e in b.episodes))
+            assert batch.metrics["dropped_episodes"] == [4.0]
+        finally:
+            worker.close()
+
+
+def test_a_standby_client_takes_over_at_once(tmp_path: Path) -> None:
+    with ClientProcs(tmp_path) as procs:
+        worker = start_worker(tmp_path, lambda port: [procs.start(port, name=f"c{i}") for i in range(2)],
+                              num_envs=4, num_clients=1, max_clients=2, min_clients=1)
+        try:
+            deadline = time.monotonic() + 30
+            while len(worker.clients) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            worker.reset(seed=0)
+            owner = worker._groups[0]
+            procs.procs[int(owner.name[1:])].send_signal(signal.SIGKILL)
+            _steps_until(worker, lambda b: b.metrics["client_disconnects"] == [1.0])
+            _steps_until(worker, lambda b: b.metrics["clients_connected"] == [1.0]
+                                 and worker._groups[0] is not None, timeout=10)
+            assert worker._groups[0].name != owner.name
+        finally:
+            worker.close()
+
+
+def test_no_client_in_time_is_a_clear_error(tmp_path: Path) -> None:
+    from rlightning_core.env.remote import RemoteEnvError
+
+    with pytest.raises(RemoteEnvError, match=r"0 of 1 env client.*rlightning env-client --connect 127\.0\.0\.1:"):
+        start_worker(tmp_path, lambda port: None, num_envs=4, timeout=0.5)

@@ -1,0 +1,86 @@
+"""Training through remote env clients: the CLI as a user runs it, and Ray mode (the server inside an actor)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+from remote_env_support import RLIGHTNING_EXE, ROOT, TOKEN, ClientProcs, client_env, wait_for_file
+
+pytestmark = pytest.mark.usefixtures("training_plugins")
+
+EXAMPLE = ROOT / "examples" / "cartpole_ppo_remote.yaml"
+
+
+def _metrics(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.slow
+def test_training_through_two_client_processes_solves_cartpole(tmp_path: Path) -> None:
+    """examples/cartpole_ppo_remote.yaml, trainer and two env clients as separate processes on loopback."""
+    address_file, run_dir = tmp_path / "address.json", tmp_path / "run"
+    cmd = [str(RLIGHTNING_EXE), "train", str(EXAMPLE), "--run-dir", str(run_dir), "logging.progress=false",
+           f"env.params.address_file={address_file}", "env.params.connect_timeout_s=60", "checkpoint.every=0"]
+    with open(tmp_path / "train.log", "wb") as out:
+        trainer = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=client_env(), cwd=ROOT)
+    try:
+        with ClientProcs(tmp_path) as procs:
+            port = wait_for_file(address_file, timeout=60)["port"]
+            clients = [procs.start(port, name=f"c{i}", spec=str(EXAMPLE)) for i in range(2)]  # served: local_env
+            rc = trainer.wait(timeout=400)
+            log = (tmp_path / "train.log").read_text()
+            assert rc == 0, log
+            assert "Stopped (target_eval_return)" in log, log
+            for proc in clients:
+                assert proc.wait(timeout=30) == 0, procs.log_of(proc)
+                assert "the run is over" in procs.log_of(proc)
+    finally:
+        if trainer.poll() is None:
+            trainer.send_signal(signal.SIGKILL)
+            trainer.wait(timeout=10)
+    rows = _metrics(run_dir)
+    evals = [r["eval/episode_return_mean"] for r in rows if "eval/episode_return_mean" in r]
+    assert evals and evals[-1] >= 475
+    served = [r for r in rows if "env/CartPole-v1/clients_connected" in r]
+    assert served and all(r["env/CartPole-v1/clients_connected"] == 2.0 for r in served)
+    assert all(r["env/CartPole-v1/dropped_episodes"] == 0.0 for r in served)
+    assert any("env/CartPole-v1/client1/episode_return" in r for r in rows)
+
+
+@pytest.mark.ray
+def test_in_ray_mode_the_server_runs_inside_the_env_actor(ray_cluster, tmp_path: Path) -> None:
+    from rlightning_core import load_config
+
+    address_file = tmp_path / "address.json"
+    config = load_config(EXAMPLE, ["cluster.mode=ray", "logging.progress=false", "checkpoint.every=0",
+                                   "engine.total_steps=1024", "engine.target_eval_return=null",
+                                   "engine.eval_every=0", "engine.eval_episodes=2", "env.params.token_env=null",
+                                   f"env.params.token={TOKEN}", f"env.params.address_file={address_file}",
+                                   "env.params.connect_timeout_s=60"])
+    with ClientProcs(tmp_path) as procs:
+        from rlightning_core.builders import build_env_group
+
+        env_group = build_env_group(config.env, seed=config.seed, cluster=config.cluster)
+        try:
+            info = wait_for_file(address_file, timeout=120)
+            import os
+
+            assert info["pid"] != os.getpid()  # the server lives in the env actor
+            for i in range(2):
+                procs.start(info["port"], name=f"c{i}")
+            from rlightning_core.builders import build_data_buffer, build_engine, build_policy_group
+
+            policy_group = build_policy_group(config.policy.type, config.policy, config.cluster)
+            buffer = build_data_buffer(config.buffer.type, config.buffer)
+            engine = build_engine(config, env_group, policy_group, buffer)
+            result = engine.run(tmp_path / "run")
+        finally:
+            env_group.close()
+        assert result.env_steps >= 1024
+    rows = _metrics(tmp_path / "run")
+    served = [r for r in rows if "env/CartPole-v1/clients_connected" in r]
+    assert served and served[-1]["env/CartPole-v1/clients_connected"] == 2.0
