@@ -150,7 +150,7 @@ def array_to_wire(array: Any) -> dict[str, Any]:
     name = a.dtype.name if a.dtype.kind in "biuf" else None  # the name ignores byte order ('>f4' -> float32)
     if name not in DTYPES:
         raise ProtocolError("malformed", f"dtype {a.dtype} cannot travel (allowed: {', '.join(DTYPES)})")
-    a = np.ascontiguousarray(a, dtype=DTYPES[name])
+    a = a.astype(DTYPES[name], order="C", copy=False)  # keeps 0-d shapes, unlike ascontiguousarray
     return {"dtype": name, "shape": list(a.shape), "data": a.tobytes()}
 
 
