@@ -57,11 +57,22 @@ def plugins(session: nox.Session, plugin: str) -> None:
     """Each plugin's own tests with only core + that plugin installed."""
     _install_core(session)
     path = ROOT / "plugins" / plugin
-    deps = [p.name for p in PLUGINS if p.name != plugin]
-    if deps:
-        session.run("pip", "uninstall", "-y", *deps, silent=True)
-    session.install("-e", str(path))
+    local = _local_plugin_deps(path)  # plugins this one declares as dependencies (e.g. rlightning-ppo)
+    others = [p.name for p in PLUGINS if p.name != plugin and p.name not in local]
+    if others:
+        session.run("pip", "uninstall", "-y", *others, silent=True)
+    session.install("-e", str(path), *(a for name in local for a in ("-e", str(ROOT / "plugins" / name))))
     session.run("pytest", str(path / "tests"), *session.posargs)
+
+
+def _local_plugin_deps(path: Path) -> list[str]:
+    """Names of the plugins in plugins/ that the plugin at ``path`` lists in its ``dependencies``."""
+    import re
+    import tomllib
+
+    deps = tomllib.loads((path / "pyproject.toml").read_text())["project"].get("dependencies", [])
+    names = {re.split(r"[\s\[<>=!~;]", d, maxsplit=1)[0].strip().lower() for d in deps}
+    return [p.name for p in PLUGINS if p.name.lower() in names and p != path]
 
 
 @nox.session
@@ -80,6 +91,23 @@ def demo(session: nox.Session) -> None:
     for plugin in PLUGINS:
         session.install("-e", str(plugin))
     session.run("rlightning", "train", "examples/cartpole_ppo.yaml", *session.posargs)
+
+
+@nox.session
+def killloop(session: nox.Session) -> None:
+    """Crash safety: SIGKILL real training runs at random moments (and inside checkpoint writes), resume, compare."""
+    _install_core(session)
+    for plugin in PLUGINS:
+        session.install("-e", str(plugin))
+    session.run("python", "tests/reliability/killloop.py", *(session.posargs or ["--trials", "24"]))
+
+
+@nox.session
+def fuzz(session: nox.Session) -> None:
+    """Config and CLI fuzzing with many more hypothesis examples than the default suite runs."""
+    _install_core(session)
+    session.run("pytest", "tests/reliability/test_config_fuzz.py", "-q", *session.posargs,
+                env={"RLIGHTNING_FUZZ_PROFILE": "long"})
 
 
 @nox.session

@@ -1,0 +1,1 @@
+"""PettingZoo parallel envs for rlightning, with parameter sharing across agents of the same spaces."""

@@ -1,0 +1,55 @@
+"""Options of the ``pettingzoo`` env (``env[i].params``). Light at import: PettingZoo loads in the worker.
+
+An env is named by its module, never by an arbitrary import path: ``pettingzoo.<family>.<name>_v<N>`` (e.g.
+``pettingzoo.butterfly.pistonball_v6``) or ``mpe2.<name>_v<N>`` (the MPE tasks, e.g. ``mpe2.simple_spread_v3``).
+A config file therefore cannot make a worker import any other module.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from attrs import Factory, define, field
+
+__all__ = ["ENV_MODULE_PATTERN", "PettingZooParams"]
+
+#: The env modules a config may name.
+ENV_MODULE_PATTERN = re.compile(r"^(pettingzoo\.[a-z][a-z0-9_]*|mpe2)\.[a-z][a-z0-9_]*_v\d+$")
+_RESERVED_KWARGS = {"render_mode": "the builder passes render_mode (e.g. for evaluation videos)"}
+
+
+def _env_module(_inst: Any, _attr: Any, value: Any) -> None:
+    if not isinstance(value, str) or not ENV_MODULE_PATTERN.match(value):
+        raise ValueError(
+            "must name a PettingZoo env module, 'pettingzoo.<family>.<name>_v<N>' (e.g. "
+            f"'pettingzoo.butterfly.pistonball_v6') or 'mpe2.<name>_v<N>' (e.g. 'mpe2.simple_spread_v3'), got {value!r}"
+        )
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(value)
+    except ModuleNotFoundError as exc:  # the package itself (pettingzoo, mpe2, a family) is missing
+        found, missing = None, exc.name
+    else:
+        missing = value
+    if found is None:
+        raise ValueError(f"cannot find the module {value!r} ({missing!r} is not installed or has no such env); "
+                         "MPE tasks live in the mpe2 package: pip install mpe2")
+
+
+def _kwargs(_inst: Any, _attr: Any, value: Any) -> None:
+    for key in value:
+        if key in _RESERVED_KWARGS:
+            raise ValueError(f"may not set {key!r}: {_RESERVED_KWARGS[key]}")
+
+
+@define(frozen=True, kw_only=True)
+class PettingZooParams:
+    """Options of the ``pettingzoo`` env: which parallel env to build and with what arguments."""
+
+    env: str = field(validator=_env_module)
+    """Module of the env, whose ``parallel_env(**kwargs)`` builds one copy: ``mpe2.simple_spread_v3``,
+    ``pettingzoo.butterfly.pistonball_v6`` ..."""
+    kwargs: dict[str, Any] = field(default=Factory(dict), validator=_kwargs)
+    """Keyword arguments of ``parallel_env`` (e.g. ``{N: 3, max_cycles: 25}`` for simple_spread)."""
