@@ -145,8 +145,11 @@ class ClusterConfig:
     """How learner and rollout workers share resources (Ray placement groups)."""
     backend: str = field(default="auto", validator=one_of("auto", "gloo", "nccl"))
     """torch.distributed backend for weight sync and data-parallel learning; ``auto``: nccl with GPUs."""
-    weight_sync: str = field(default="auto", validator=one_of("auto", "broadcast", "object_store", "local"))
-    """How learner weights reach rollout copies; ``auto``: ``local`` in one process, ``broadcast`` on Ray."""
+    weight_sync: str = field(default="auto", validator=one_of("auto", "broadcast", "object_store", "local",
+                                                              "double_buffer", "node_shared"))
+    """How learner weights reach rollout copies; ``auto``: ``local`` in one process, ``broadcast`` on Ray.
+    ``double_buffer``: broadcast into a staging buffer while the rollout copies keep acting, swapped in between
+    two steps; ``node_shared``: one copy per node in shared memory that every rollout copy there loads."""
     learner_num_cpus: float = field(default=1.0, validator=ge(0))
     """CPUs each learner actor reserves."""
     learner_num_gpus: float = field(default=0.0, validator=ge(0))

@@ -88,6 +88,109 @@ class CollectiveMember:
     def _after_weights(self, version: int) -> None:
         """Hook for receivers (record the version)."""
 
+    def _ensure_layout(self, bucket_bytes: int) -> None:
+        """Bucket layout and in-place flattening (once; the collective group may already have done it)."""
+        from rlightning_core.weights.buckets import BucketLayout, named_tensors
+
+        if self._layout is None:
+            self._tensors = named_tensors(self._sync_modules())
+            self._layout = BucketLayout.build(self._tensors, bucket_bytes)
+            self._flat = self._layout.flatten_in_place(self._sync_modules())
+
+    # -- double buffering: receive into staging buckets while acting, swap between two steps ----------------
+    def enable_double_buffer(self, bucket_bytes: int) -> None:
+        """Allocate the staging buckets (after :meth:`init_collective`)."""
+        import threading
+
+        self._ensure_layout(bucket_bytes)
+        self._staging = [self._layout.empty(i, device=f.device) for i, f in enumerate(self._flat)]
+        self._swap_lock = threading.Lock()
+        self._pending_version: int | None = None
+        self.swaps = 0
+
+    def stage_weights(self, version: int) -> dict[str, float]:
+        """Receive rank 0's broadcast into the staging buckets; the live weights are untouched.
+
+        Runs in the actor's ``weights`` concurrency group, so it proceeds while a collect is acting. Weights
+        staged and never swapped in are overwritten (the swap only ever sees a completely received set).
+        """
+        import torch.distributed as dist
+
+        with self._swap_lock:
+            self._pending_version = None
+        t0 = time.perf_counter()
+        for buf in self._staging:
+            dist.broadcast(buf, src=0)
+        with self._swap_lock:
+            self._pending_version = int(version)
+        return {"seconds": time.perf_counter() - t0, "bytes": float(self._layout.nbytes),
+                "buckets": float(len(self._layout.buckets))}
+
+    def apply_staged(self) -> int:
+        """Swap staged weights in if a complete set is waiting (called between two steps); returns the version.
+
+        The swap exchanges the live and staging buckets and re-points every parameter at its new bucket:
+        a pointer swap, no copy, so a step never waits for a transfer.
+        """
+        if getattr(self, "_pending_version", None) is None:
+            return -1
+        with self._swap_lock:
+            version, self._pending_version = self._pending_version, None
+            if version is None:
+                return -1
+            self._flat, self._staging = self._staging, self._flat
+            originals: dict[str, Any] = {}
+            for mname in sorted(modules := self._sync_modules()):
+                for key, tensor in modules[mname].state_dict(keep_vars=True).items():
+                    originals[f"{mname}.{key}"] = tensor
+            for flat, entries in zip(self._flat, self._layout.buckets, strict=True):
+                for name, offset, numel, shape in entries:
+                    originals[name].data = flat[offset: offset + numel].view(shape)
+            self.swaps += 1
+        self._after_weights(version)
+        return version
+
+    # -- node-local shared buffer: one copy per node in shared memory, read by every worker on the node ------
+    def node_id(self) -> str:
+        """Ray node id of this actor (workers on one node share one weight copy)."""
+        import ray
+
+        return str(ray.get_runtime_context().get_node_id())
+
+    def shm_attach(self, token: str, bucket_bytes: int) -> str:
+        """Map this node's two shared weight slots (created by whoever comes first); returns the path."""
+        from rlightning_core.weights.shared import SharedWeightSlots
+
+        self._ensure_layout(bucket_bytes)
+        self._shm = SharedWeightSlots(token, self._layout)
+        return self._shm.path
+
+    def shm_write(self, version: int) -> float:
+        """Writer on the learner's node: copy the live weights into slot ``version % 2``; returns seconds."""
+        t0 = time.perf_counter()
+        self._shm.write(self._flat, version)
+        return time.perf_counter() - t0
+
+    def shm_write_from(self, weights: dict[str, np.ndarray], version: int) -> float:
+        """Writer on another node: copy weights fetched once per node (object store) into the slot."""
+        t0 = time.perf_counter()
+        self._shm.write_named(weights, version)
+        return time.perf_counter() - t0
+
+    def shm_read(self, version: int) -> float:
+        """Load slot ``version % 2`` into the live weights; returns seconds (the rollout pause)."""
+        t0 = time.perf_counter()
+        self._shm.read(self._flat, version)
+        self._after_weights(version)
+        return time.perf_counter() - t0
+
+    def shm_detach(self, unlink: bool = False) -> None:
+        """Unmap the slots (``unlink``: also remove the files; the node's writer does it at the end)."""
+        shm = getattr(self, "_shm", None)
+        if shm is not None:
+            shm.close(unlink=unlink)
+            self._shm = None
+
     def leave_collective(self) -> None:
         """Destroy this rank's process group (before the group is re-formed)."""
         import torch.distributed as dist
@@ -148,6 +251,19 @@ class EnvRunnerActor(CollectiveMember):
     def _after_weights(self, version: int) -> None:
         self.runner.policy.weight_version = version
 
+    def enable_double_buffer(self, bucket_bytes: int) -> None:
+        """Stage weights while acting; every ``act`` (one per env step) first swaps in a completed set."""
+        super().enable_double_buffer(bucket_bytes)
+        policy = self.runner.policy
+        act = type(policy).act.__get__(policy)
+
+        def act_after_swap(obs: Any, **kwargs: Any) -> Any:
+            if self._pending_version is not None:
+                self.apply_staged()
+            return act(obs, **kwargs)
+
+        policy.act = act_after_swap
+
     def reset(self, seed: int | None) -> None:
         """Reset the envs (seeded)."""
         self.runner.reset(seed=seed)
@@ -193,8 +309,9 @@ class EnvRunnerActor(CollectiveMember):
         return self.worker.reset(seed=seed)
 
     def close(self) -> None:
-        """Release the envs and the process group."""
+        """Release the envs, the process group and the shared weight slots."""
         self.leave_collective()
+        self.shm_detach()
         self.worker.close()
 
 

@@ -95,7 +95,10 @@ class RemoteEnvGroup:
         from rlightning_core.distributed.actors import EnvRunnerActor
 
         slot = self.slots[index]
-        remote = self.ray.remote(EnvRunnerActor).options(
+        # double buffering receives weights on a second thread ("weights" group) while the default one acts
+        groups = {"concurrency_groups": {"weights": 1}} if self.cluster.weight_sync == "double_buffer" else {}
+        remote = self.ray.remote(**groups)(EnvRunnerActor) if groups else self.ray.remote(EnvRunnerActor)
+        remote = remote.options(
             num_cpus=slot.cfg.num_cpus, name=f"env-{slot.label}-{slot.worker_index}-r{slot.restarts}",
             max_concurrency=1, **self.plan.options(self.plan.env_bundles[index]))
         return remote.remote(slot.cfg, selection=self.selection, num_envs=slot.cfg.num_envs,

@@ -148,11 +148,18 @@ class RayExecution:
         # weight sync group
         t4 = clock()
         self.version = 0
-        if self.strategy == "broadcast":
+        self._staging_refs: list[Any] = []
+        self._blocking_sync = True  # the first sync (and re-syncs after restarts, resumes) completes at once
+        if self.strategy in ("broadcast", "double_buffer"):
             self._form_group()
+        if self.strategy == "double_buffer":
+            self._enable_double_buffer(self.env_group.actors)
+        elif self.strategy == "node_shared":
+            self._setup_shared()
         self.startup["process_group_s"] = clock() - t4
         t5 = clock()
         self.sync()
+        self._blocking_sync = False
         self.startup["first_sync_s"] = clock() - t5
         self.startup["total_s"] = clock() - t0
         self._pending_chunks: list[Any] = []
@@ -261,14 +268,104 @@ class RayExecution:
         actor.reset.remote(derive_seed(self.config.seed, 1, slot.config_index, slot.worker_index, slot.restarts))
         if self.preprocessors:
             actor.load_preprocessor_states.remote([_strip_private(p.state_dict()) for p in self.preprocessors])
-        if self.strategy == "broadcast":
+        if self.strategy in ("broadcast", "double_buffer"):
+            self._drain_staging(ignore_errors=True)  # a transfer the dead worker was part of failed or hangs
             for m in [self.learner, *[a for j, a in enumerate(self.env_group.actors) if j != index]]:
                 m.leave_collective.remote()
             self._form_group()
-            self._broadcast(self.version)
+            if self.strategy == "double_buffer":
+                self._enable_double_buffer([actor])
+                self._stage(self.version, blocking=True)
+            else:
+                self._broadcast(self.version)
+        elif self.strategy == "node_shared":
+            self._setup_shared()
+            self._shared_sync(self.version)
         else:
             actor.set_weights.remote(self.learner.get_weights.remote(), self.version)
         return actor
+
+    # -- weight-sync strategies beyond broadcast / object_store -------------------------------------------
+    def _enable_double_buffer(self, actors: list[Any]) -> None:
+        bucket = int(self.config.cluster.bucket_mb * (1 << 20))
+        self._get([a.enable_double_buffer.remote(bucket) for a in actors], self.config.cluster.call_timeout_s,
+                  "allocate the staging buffers")
+
+    def _drain_staging(self, ignore_errors: bool = False) -> list[dict[str, float]]:
+        """Wait for the transfer started by the previous double-buffered sync."""
+        refs, self._staging_refs = self._staging_refs, []
+        if not refs:
+            return []
+        try:
+            return list(self.ray.get(refs, timeout=self.config.cluster.call_timeout_s))
+        except Exception:
+            if not ignore_errors:
+                raise
+            return []
+
+    def _stage(self, version: int, *, blocking: bool) -> dict[str, float]:
+        """``double_buffer``: rank 0 broadcasts into every runner's staging buckets while the runners act.
+
+        Non-blocking syncs return at once; the runners swap the new weights in between two steps as soon as
+        they have all of them. The next sync first waits for this transfer (so transfers never overlap).
+        """
+        done = self._drain_staging()
+        refs = [self.learner.broadcast_weights.remote(version)] + [
+            a.stage_weights.options(concurrency_group="weights").remote(version) for a in self.env_group.actors]
+        if blocking:
+            info = self._get(refs, self.config.cluster.call_timeout_s, "broadcast weights")
+            self._get([a.apply_staged.remote() for a in self.env_group.actors], self.config.cluster.call_timeout_s,
+                      "swap in the staged weights")
+            return {"sync/bytes": info[0]["bytes"], "sync/buckets": info[0]["buckets"],
+                    "sync/transfer_s": max(float(i["seconds"]) for i in info)}
+        self._staging_refs = refs
+        out: dict[str, float] = {}
+        if done:
+            out = {"sync/bytes": done[0]["bytes"], "sync/buckets": done[0]["buckets"],
+                   "sync/transfer_s": max(float(i["seconds"]) for i in done)}
+        return out
+
+    def _setup_shared(self) -> None:
+        """``node_shared``: map one pair of shared weight slots per node; pick each node's writer.
+
+        The learner writes the slots of its own node; on every other node one runner (the node's first)
+        fetches the weights once through the object store and writes them, so the network carries one copy
+        per node. Every runner then loads from its node's slots.
+        """
+        import uuid
+
+        cc = self.config.cluster
+        bucket = int(cc.bucket_mb * (1 << 20))
+        self._shm_token = getattr(self, "_shm_token", None) or uuid.uuid4().hex[:12]
+        runners = self.env_group.actors
+        nodes = self._get([m.node_id.remote() for m in [self.learner, *runners]], cc.call_timeout_s,
+                          "locate the workers' nodes")
+        learner_node, runner_nodes = nodes[0], nodes[1:]
+        self._shm_learner_writes = learner_node in runner_nodes
+        self._shm_leaders: list[Any] = []
+        seen = {learner_node} if self._shm_learner_writes else set()
+        for actor, node in zip(runners, runner_nodes, strict=True):
+            if node not in seen:
+                seen.add(node)
+                self._shm_leaders.append(actor)
+        members = ([self.learner] if self._shm_learner_writes else []) + list(runners)
+        self._get([m.shm_attach.remote(self._shm_token, bucket) for m in members], cc.call_timeout_s,
+                  "map the node-shared weight slots")
+        self._shm_nodes = len(seen)
+
+    def _shared_sync(self, version: int) -> dict[str, float]:
+        timeout = self.config.cluster.call_timeout_s
+        t0 = time.perf_counter()
+        writes = [self.learner.shm_write.remote(version)] if self._shm_learner_writes else []
+        if self._shm_leaders:
+            ref = self.learner.get_weights.remote()
+            writes += [leader.shm_write_from.remote(ref, version) for leader in self._shm_leaders]
+        self._get(writes, timeout, "write the node-shared weights")
+        t1 = time.perf_counter()
+        pauses = self._get([a.shm_read.remote(version) for a in self.env_group.actors], timeout,
+                           "load the node-shared weights")
+        return {"sync/write_s": t1 - t0, "sync/rollout_pause_s": max(pauses, default=0.0),
+                "sync/node_copies": float(self._shm_nodes)}
 
     def _merge_preprocessors(self, stats: list[Any]) -> None:
         for k, pre in enumerate(self.preprocessors):
@@ -299,6 +396,10 @@ class RayExecution:
         if self.strategy == "broadcast":
             info = self._broadcast(self.version)
             metrics = {"sync/bytes": info["bytes"], "sync/buckets": info["buckets"]}
+        elif self.strategy == "double_buffer":
+            metrics = self._stage(self.version, blocking=self._blocking_sync)
+        elif self.strategy == "node_shared":
+            metrics = self._shared_sync(self.version)
         else:
             ref = self.learner.get_weights.remote()
             self._get([a.set_weights.remote(ref, self.version) for a in self.env_group.actors],
@@ -431,7 +532,11 @@ class RayExecution:
         for p, s in zip(self.preprocessors, state["preprocessors"], strict=True):
             p.load_state_dict(s)
         self.version = int(state["policy"]["version"]) - 1
-        self.sync()
+        self._blocking_sync = True
+        try:
+            self.sync()
+        finally:
+            self._blocking_sync = False
         saved = state["runners"]
         if len(saved) != len(self.env_group.actors):
             return [False] * len(self.env_group.actors)
@@ -444,6 +549,13 @@ class RayExecution:
 
     def close(self) -> None:
         """Kill the actors; shut the cluster down if this run started it."""
+        if self.strategy == "node_shared":  # remove this run's shared-memory files (writers unlink)
+            try:
+                self.ray.get([m.shm_detach.remote(True) for m in [self.learner, *self.env_group.actors]],
+                             timeout=30)
+            except Exception:
+                pass
+        self._drain_staging(ignore_errors=True)
         for ln in getattr(self, "learners", [self.learner]):
             try:
                 self.ray.kill(ln, no_restart=True)
