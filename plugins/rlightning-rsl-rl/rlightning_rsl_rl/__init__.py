@@ -1,0 +1,1 @@
+"""RSL-RL's PPO (package ``rsl-rl-lib``) as an rlightning policy."""
