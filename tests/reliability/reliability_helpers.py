@@ -45,3 +45,49 @@ def write_plugin_dist(site: Path, dist: str, module: str, source: Path) -> Path:
     (info / "entry_points.txt").write_text(f"[rlightning]\n{dist} = {module}\n", encoding="utf-8")
     (info / "top_level.txt").write_text(f"{module}\n", encoding="utf-8")
     return site
+
+
+def session_processes(sid: int) -> list[tuple[int, str]]:
+    """``(pid, command line)`` of every live process in session ``sid`` (read from /proc; zombies excluded).
+
+    A child started with ``start_new_session=True`` leads session ``sid == child.pid``; Ray's raylet, GCS and
+    workers that a driver starts stay in its session, so anything left there after the driver exits leaked.
+    """
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            fields = stat[stat.rindex(")") + 2:].split()
+            state, session = fields[0], int(fields[3])
+            if session != sid or state == "Z":
+                continue
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, ValueError, IndexError):
+            continue
+        out.append((int(entry), cmd.strip()))
+    return out
+
+
+def wait_for_no_session_processes(sid: int, timeout: float = 30.0) -> list[tuple[int, str]]:
+    """Poll until session ``sid`` is empty (Ray's processes take a moment to exit); returns what is left."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    left = session_processes(sid)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.25)
+        left = session_processes(sid)
+    return left
+
+
+def kill_session(sid: int) -> None:
+    """SIGKILL whatever is left in session ``sid`` (cleanup after a failed assertion; never a broad name)."""
+    import signal
+
+    for pid, _ in session_processes(sid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
