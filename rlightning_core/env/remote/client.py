@@ -41,7 +41,7 @@ log = logging.getLogger("rlightning.remote")
 
 #: Refusals a retry cannot fix (anything else — the server full, a lost connection — is retried).
 FATAL_REFUSALS = frozenset({"bad_token", "bad_version", "num_envs_mismatch", "space_mismatch", "malformed",
-                            "unsupported_space", "frame_too_large"})
+                            "unsupported_space", "frame_too_large", "protocol_error"})
 CONFIG_SUFFIXES = (".yaml", ".yml", ".toml", ".json")
 
 
@@ -191,8 +191,11 @@ class EnvClient:
             elif kind == "close":
                 log.info("env client: the server closed the session: %s", msg.get("reason"))
                 return str(msg.get("reason", ""))
-            elif kind == "error":
-                raise RemoteEnvError(f"env server error: {msg.get('code')}: {msg.get('message')}")
+            elif kind == "error":  # dropped: reconnect unless a retry cannot help
+                code, message = msg.get("code"), msg.get("message")
+                if code in FATAL_REFUSALS:
+                    raise RemoteEnvError(f"env server dropped this client: {code}: {message}")
+                raise ProtocolError(str(code), f"dropped by the server: {code}: {message}")
             else:
                 raise ProtocolError("protocol_error", f"unexpected message {kind!r}")
         return "stopped"

@@ -11,6 +11,7 @@ is the normative description, written for people implementing a client in anothe
 from __future__ import annotations
 
 import hmac
+import math
 import socket
 import struct
 import time
@@ -167,7 +168,7 @@ def array_from_wire(value: Any, what: str) -> np.ndarray:
     if not isinstance(data, bytes):
         raise ProtocolError("malformed", f"{what}: data must be msgpack bin")
     dt = DTYPES[name]
-    expected = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+    expected = math.prod(shape) * dt.itemsize
     if len(data) != expected:
         raise ProtocolError("malformed", f"{what}: {len(data)} bytes of data for shape {shape} {name} "
                                          f"(expected {expected})")

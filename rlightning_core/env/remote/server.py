@@ -172,8 +172,11 @@ class EnvServer:
         with self.cond:
             return [c for c in self.clients if c.alive]
 
-    def drop(self, client: ClientConn, reason: str, *, code: str | None = None) -> None:
-        """Disconnect ``client`` (counted, logged once); its group is vacated by the worker on its next step."""
+    def drop(self, client: ClientConn, reason: str, *, code: str = "dropped") -> None:
+        """Disconnect ``client``: it is sent ``error`` with ``code``; counted and logged once.
+
+        Its group, if it had one, is vacated by the worker on its next step.
+        """
         with self.cond:
             if client not in self.clients:
                 return
@@ -284,7 +287,7 @@ class EnvServer:
                 except ProtocolError as exc:
                     self.drop(client, exc.message, code=exc.code)
                 except (ConnectionClosed, OSError) as exc:
-                    self.drop(client, f"connection lost ({exc})")
+                    self.drop(client, f"connection lost ({exc})", code="connection_lost")
                 finally:
                     client.lock.release()
 

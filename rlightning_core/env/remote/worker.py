@@ -156,12 +156,12 @@ class RemoteEnvWorker:
     def _rows(self, g: int) -> slice:
         return slice(g * self.group_size, (g + 1) * self.group_size)
 
-    def _vacate(self, g: int, reason: str) -> None:
+    def _vacate(self, g: int, reason: str, code: str = "dropped") -> None:
         """Drop group ``g``'s client (if still connected) and discard its episodes in flight."""
         client = self._groups[g]
         self._groups[g] = None
         if client is not None and client.alive:
-            self._server.drop(client, reason)
+            self._server.drop(client, reason, code=code)
         rows = self._rows(g)
         lost = int(np.count_nonzero(self._ep_len[rows]))
         if lost:
@@ -197,7 +197,7 @@ class RemoteEnvWorker:
             try:
                 obs = self._reset_client(client, group_seed)
             except _IO_ERRORS as exc:
-                self._server.drop(client, _describe(exc), code=getattr(exc, "code", None))
+                self._server.drop(client, _describe(exc), code=_code(exc))
                 continue
             client.group = g
             self._groups[g] = client
@@ -243,7 +243,7 @@ class RemoteEnvWorker:
             try:
                 self._obs[self._rows(g)] = self._reset_client(client, seed + g * self.group_size)
             except _IO_ERRORS as exc:
-                self._vacate(g, _describe(exc))
+                self._vacate(g, _describe(exc), _code(exc))
         self._ep_len[:] = 0
         return self._obs.copy()
 
@@ -265,7 +265,7 @@ class RemoteEnvWorker:
                 seq = client.send({"t": "step", "actions": array_to_wire(actions[self._rows(g)])})
             except _IO_ERRORS as exc:
                 client.lock.release()
-                self._vacate(g, _describe(exc))
+                self._vacate(g, _describe(exc), _code(exc))
                 continue
             pending.append((g, client, seq))
         self._pending = pending
@@ -294,7 +294,7 @@ class RemoteEnvWorker:
                 self._fill(g, reply, obs, reward, terminated, truncated, final_rows, episodes, metrics)
             except _IO_ERRORS as exc:
                 client.lock.release()
-                self._vacate(g, _describe(exc))
+                self._vacate(g, _describe(exc), _code(exc))
                 obs[rows] = prev[rows]
                 reward[rows], terminated[rows], truncated[rows] = 0.0, False, True
                 final_rows.pop(g, None)
@@ -395,6 +395,15 @@ class RemoteEnvWorker:
     def __repr__(self) -> str:
         return (f"RemoteEnvWorker({self.address[0]}:{self.address[1]}, num_envs={self.num_envs}, "
                 f"groups={self.num_groups}x{self.group_size}, role={self.params.role!r})")
+
+
+def _code(exc: BaseException) -> str:
+    """The ``error`` code a dropped client is sent."""
+    if isinstance(exc, TimeoutError):
+        return "timeout"
+    if isinstance(exc, ProtocolError):
+        return "protocol_error" if exc.code == "client_error" else exc.code
+    return "connection_lost"
 
 
 def _describe(exc: BaseException) -> str:
