@@ -99,3 +99,25 @@ def test_example_solves_inverted_pendulum(tmp_path):
     evals = [r["eval/episode_return_mean"] for r in rows if "eval/episode_return_mean" in r]
     assert result.stop_reason == "target_eval_return", (result, evals)
     assert evals[0] < 500 and evals[-1] >= 950, evals
+
+
+def _run(tmp_path, name, *overrides):
+    from rlightning_core import load_config
+    from rlightning_core.builders import build_data_buffer, build_engine, build_env_group, build_policy_group
+
+    config = load_config(EXAMPLE, ["logging.progress=false", "engine.eval_every=0", "checkpoint.at_end=false",
+                                   *overrides])
+    env_group = build_env_group(config.env, seed=config.seed)
+    policy_group = build_policy_group(config.policy.type, config.policy, config.cluster)
+    buffer = build_data_buffer(config.buffer.type, config.buffer)
+    engine = build_engine(config, env_group, policy_group, buffer)
+    engine.run(tmp_path / name)
+    return {k: v.clone() for k, v in engine.policy_group.learner.actor.state_dict().items()}
+
+
+def test_same_seed_gives_identical_parameters(tmp_path):
+    a = _run(tmp_path, "a", "engine.total_steps=1024")
+    b = _run(tmp_path, "b", "engine.total_steps=1024")
+    c = _run(tmp_path, "c", "engine.total_steps=1024", "seed=1")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not all(torch.equal(a[k], c[k]) for k in a)
