@@ -51,6 +51,49 @@ def test_training_through_two_client_processes_solves_cartpole(tmp_path: Path) -
     assert any("env/CartPole-v1/client1/episode_return" in r for r in rows)
 
 
+@pytest.mark.slow
+def test_killing_a_client_mid_run_the_run_goes_on_and_a_restarted_client_rejoins(tmp_path: Path) -> None:
+    import time
+
+    address_file, run_dir = tmp_path / "address.json", tmp_path / "run"
+    cmd = [str(RLIGHTNING_EXE), "train", str(EXAMPLE), "--run-dir", str(run_dir), "logging.progress=false",
+           f"env.params.address_file={address_file}", "env.params.connect_timeout_s=60", "checkpoint.every=0",
+           "engine.total_steps=40000", "engine.target_eval_return=null", "engine.eval_every=0",
+           "env.params.max_clients=2"]
+    with open(tmp_path / "train.log", "wb") as out:
+        trainer = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=client_env(), cwd=ROOT)
+    try:
+        with ClientProcs(tmp_path) as procs:
+            port = wait_for_file(address_file, timeout=60)["port"]
+            victim, survivor = (procs.start(port, name=f"c{i}") for i in range(2))
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and trainer.poll() is None:  # let training get going
+                if (run_dir / "metrics.jsonl").exists() and len(_metrics(run_dir)) >= 5:
+                    break
+                time.sleep(0.05)
+            victim.send_signal(signal.SIGKILL)  # mid-episode: some episode of its 4 envs is always running
+            victim.wait(timeout=10)
+            replacement = procs.start(port, name="c2")
+            rc = trainer.wait(timeout=400)
+            log = (tmp_path / "train.log").read_text()
+            assert rc == 0, log
+            assert "dropped client" in log and "'c2'" in log and "serves group" in log, log
+            for proc in (survivor, replacement):
+                assert proc.wait(timeout=30) == 0, procs.log_of(proc)
+    finally:
+        if trainer.poll() is None:
+            trainer.send_signal(signal.SIGKILL)
+            trainer.wait(timeout=10)
+    rows = [r for r in _metrics(run_dir) if "env/CartPole-v1/clients_connected" in r]
+    connected = [r["env/CartPole-v1/clients_connected"] for r in rows]
+    short = [i for i, c in enumerate(connected) if c < 2.0]
+    assert short, "the kill should leave a vacant group for a while"
+    assert short[-1] < len(rows) - 1 and connected[-1] == 2.0, connected  # rejoined before the end
+    assert rows[-1]["env/CartPole-v1/client_disconnects"] == 1.0
+    assert rows[-1]["env/CartPole-v1/dropped_episodes"] >= 1.0
+    assert rows[-1]["step"] >= 40000  # the run went on to its step budget
+
+
 @pytest.mark.ray
 def test_in_ray_mode_the_server_runs_inside_the_env_actor(ray_cluster, tmp_path: Path) -> None:
     from rlightning_core import load_config
