@@ -300,3 +300,43 @@ def test_no_client_in_time_is_a_clear_error(tmp_path: Path) -> None:
 
     with pytest.raises(RemoteEnvError, match=r"0 of 1 env client.*rlightning env-client --connect 127\.0\.0\.1:"):
         start_worker(tmp_path, lambda port: None, num_envs=4, timeout=0.5)
+
+
+class _AlwaysRight:
+    """A stand-in policy for the evaluator: push the cart right (episodes end in ~10 steps)."""
+
+    def act(self, obs: np.ndarray, deterministic: bool = False) -> Any:
+        from types import SimpleNamespace
+
+        return SimpleNamespace(env_actions=None, actions=np.ones(len(obs), dtype=np.int64))
+
+
+def test_evaluation_without_local_env_runs_through_a_server_of_its_own(tmp_path: Path) -> None:
+    from remote_env_support import TOKEN, wait_for_file
+
+    from rlightning_core.config.schema import EnvConfig
+    from rlightning_core.engine.evaluation import Evaluator
+    from rlightning_core.env.remote.params import RemoteEnvParams
+    from rlightning_core.plugins import get_plugins
+
+    address_file = tmp_path / "address.json"
+    params = RemoteEnvParams(token=TOKEN, num_clients=2, address_file=str(address_file), connect_timeout_s=60)
+    cfg = EnvConfig(type="remote", params=params, num_envs=8, name="cp")
+    box: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: box.setdefault(
+        "ev", Evaluator([cfg], _AlwaysRight(), episodes=3, seed=0, registry=get_plugins().registry)), daemon=True)
+    with ClientProcs(tmp_path) as procs:
+        thread.start()
+        info = wait_for_file(tmp_path / "address.eval.json")  # the evaluation server, not the training one
+        assert info["role"] == "eval"
+        procs.start(info["port"], num_envs=3, name="evaluator")
+        thread.join(timeout=60)
+        evaluator = box["ev"]
+        try:
+            metrics = evaluator.evaluate()
+            assert 5 <= metrics["eval/episode_return_mean"] <= 20
+            assert metrics["eval/episode_length_mean"] == metrics["eval/episode_return_mean"]
+        finally:
+            evaluator.close()
+        assert procs.procs[0].wait(timeout=15) == 0
+    assert not address_file.exists()  # no training server was started
