@@ -162,6 +162,10 @@ class ClusterConfig:
     """Bundles (e.g. ``[{CPU: 2, GPU: 1}, {CPU: 4}]``) for ``placement: manual``."""
     learner_bundle: int | None = field(default=None, validator=ge(0))
     """Bundle of the learner for ``placement: manual``."""
+    sharded_buffer: bool = False
+    """Keep transitions in buffer shards inside the env-runner actors that collect them (ray mode): the learner
+    gathers them before learning (on-policy) or samples across shards in proportion to their sizes
+    (off-policy). Only receipts travel with each chunk. Local mode has one buffer and ignores it."""
     offload: bool = False
     """Move idle model and optimizer state off the GPU: the learner's while the rollout copies collect (a
     colocated learner and rollout then share one GPU's memory). A logged no-op on CPU."""

@@ -269,10 +269,67 @@ class EnvRunnerActor(CollectiveMember):
         self.runner.reset(seed=seed)
 
     def collect(self, num_steps: int) -> tuple[Any, Any]:
-        """Step ``num_steps`` times; returns ``(chunk, stats)`` (two object refs with ``num_returns=2``)."""
+        """Step ``num_steps`` times; returns ``(chunk, stats)`` (two object refs with ``num_returns=2``).
+
+        With a buffer shard (``cluster.sharded_buffer``) the chunk stays here and a receipt is returned.
+        """
         chunk, stats = self.runner.collect(num_steps)
         stats.preprocessor_states = [p.state_dict() for p in self.runner.preprocessors] or None
+        if getattr(self, "sharded", False):
+            chunk = self._keep_in_shard(chunk)
         return chunk, stats
+
+    # -- buffer shard (cluster.sharded_buffer) ---------------------------------------------------------------
+    def bind_shard(self, buffer_type: str, buffer_params: Any, spec: Any, on_policy: bool) -> None:
+        """Keep collected transitions here: a chunk list (on-policy) or a replay shard of this worker's envs."""
+        self.sharded, self.shard_on_policy = True, on_policy
+        self.shard_chunks: list[Any] = []
+        self.shard_added = 0
+        self.shard = None if on_policy else self.plugins.registry.resolve("buffer", buffer_type).build(
+            buffer_params, spec=spec)
+
+    def _keep_in_shard(self, chunk: Any) -> Any:
+        import attrs
+
+        from rlightning_core.buffer.sharded import ShardReceipt
+
+        if self.shard_on_policy:
+            self.shard_chunks.append(chunk)
+        else:
+            self.shard.add(attrs.evolve(chunk, column=0))  # the shard's columns are this worker's envs
+        self.shard_added += chunk.num_steps * chunk.num_envs
+        return ShardReceipt(weight_version=chunk.weight_version, num_steps=chunk.num_steps,
+                            num_envs=chunk.num_envs, column=chunk.column, env_label=chunk.env_label)
+
+    def shard_gather(self) -> list[Any]:
+        """On-policy: hand over (and forget) the chunks kept since the last gather."""
+        chunks, self.shard_chunks = self.shard_chunks, []
+        return chunks
+
+    def shard_stats(self) -> tuple[int, int]:
+        """``(transitions held, transitions written so far)``."""
+        held = len(self.shard) if self.shard is not None else sum(c.num_steps * c.num_envs for c in self.shard_chunks)
+        return int(held), int(self.shard_added)
+
+    def shard_sample(self, n: int, seed: int, beta: float | None = None) -> tuple[dict[str, np.ndarray], int, int]:
+        """Off-policy: ``n`` transitions from this shard (numpy), with the shard's stats."""
+        import torch
+
+        from rlightning_core.buffer.sharded import batch_to_numpy
+
+        gen = torch.Generator().manual_seed(int(seed))
+        batch = self.shard.sample(n, gen, **({"beta": beta} if beta is not None else {}))
+        return (batch_to_numpy(batch), *self.shard_stats())
+
+    def shard_update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
+        """New priorities for transitions this shard contributed."""
+        if hasattr(self.shard, "update_priorities"):
+            self.shard.update_priorities(indices, td_errors)
+
+    def shard_set_progress(self, progress: float) -> None:
+        """Training progress, for the shard's prioritized sampler."""
+        if hasattr(self.shard, "set_progress"):
+            self.shard.set_progress(progress)
 
     def set_weights(self, weights: dict[str, np.ndarray], version: int) -> None:
         """Object-store strategy: copy numpy weights in."""
@@ -390,6 +447,34 @@ class LearnerActor(CollectiveMember):
 
         return shard_chunk(chunk, self.rank, self.world_size)
 
+    def buffer_kind(self) -> str:
+        """``on_policy`` (the buffer is emptied after every learn) or ``off_policy``."""
+        return "on_policy" if hasattr(self.buffer, "reset") else "off_policy"
+
+    def attach_shards(self, runners: Sequence[Any], on_policy: bool, timeout_s: float = 600.0) -> None:
+        """Read transitions from the runners' shards: gather them (on-policy) or sample across them."""
+        import ray
+
+        from rlightning_core.buffer.sharded import ShardedReplay
+
+        self.gather_from = list(runners) if on_policy else None
+        if not on_policy:
+            if isinstance(self.buffer, ShardedReplay):
+                self.buffer.set_shards(runners)
+            else:
+                self.buffer = ShardedReplay(runners, ray, device=str(self.policy.device), timeout_s=timeout_s)
+
+    def _incoming(self, chunks: Sequence[Any]) -> list[Any]:
+        """The chunks to store: gathered from the shards, or those sent (receipts are not data)."""
+        from rlightning_core.buffer.sharded import ShardReceipt
+
+        if getattr(self, "gather_from", None):
+            import ray
+
+            gathered = ray.get([r.shard_gather.remote() for r in self.gather_from])
+            return [c for part in gathered for c in part]
+        return [c for c in chunks if not isinstance(c, ShardReceipt)]
+
     def gradients(self, loss_fn: Any, batch: Any) -> dict[str, np.ndarray]:
         """Gradients of ``loss_fn(policy, batch)`` after the data-parallel averaging (tests compare them)."""
         for opt in self.policy.optimizers().values():
@@ -437,7 +522,7 @@ class LearnerActor(CollectiveMember):
     def learn(self, progress: float, *chunks: Any) -> dict[str, float]:
         """Store the chunks (Ray resolved the refs; a data-parallel rank its slice), learn, reset on-policy data."""
         self._before_learn()
-        for chunk in chunks:
+        for chunk in self._incoming(chunks):
             self.buffer.add(self._shard(chunk))
         metrics = self.policy.learn(self.buffer, progress=progress)
         if hasattr(self.buffer, "reset"):
@@ -450,11 +535,16 @@ class LearnerActor(CollectiveMember):
         The async engine's learner step. Returns ``metrics`` (the policy's), ``lags`` (of the chunks stored),
         ``dropped`` (chunks refused as too stale) and ``busy_s`` (seconds spent storing and learning).
         """
+        from rlightning_core.buffer.sharded import ShardReceipt
+
         t0 = time.perf_counter()
         lags: list[int] = []
         dropped = 0
         for chunk in chunks:
             lag = int(version) - int(chunk.weight_version)
+            if isinstance(chunk, ShardReceipt):  # already in a shard: measured, not droppable
+                lags.append(lag)
+                continue
             if max_staleness is not None and lag > max_staleness:
                 dropped += 1
                 continue

@@ -17,7 +17,7 @@ from rlightning_core.distributed.cluster import RayCluster
 from rlightning_core.distributed.env_group import RemoteEnvGroup
 from rlightning_core.distributed.placement import PlacementPlan
 from rlightning_core.engine.execution import build_preprocessors, column_labels
-from rlightning_core.env.runner import RolloutStats
+from rlightning_core.env.runner import EnvStepError, RolloutStats
 from rlightning_core.env.seeding import derive_seed
 from rlightning_core.errors import ConfigError, RlightningError
 
@@ -85,6 +85,10 @@ class RayExecution:
                    for i, e in enumerate(config.env) if e.num_envs % cc.train_workers]
             if bad:
                 raise ConfigError(bad)
+            if cc.sharded_buffer:
+                raise ConfigError([f"cluster.sharded_buffer: not available with cluster.train_workers="
+                                   f"{cc.train_workers} (data-parallel learners read a learner-side buffer); "
+                                   "use one or the other"])
         self.strategy = "broadcast" if cc.weight_sync == "auto" else cc.weight_sync
         if self.strategy == "local":
             raise ConfigError(["cluster.weight_sync: 'local' copies weights inside one process; in ray mode "
@@ -132,6 +136,7 @@ class RayExecution:
             [ln.bind_buffer.remote(bname, bparams, self._shard_spec(r, rollout_steps, extras))
              for r, ln in enumerate(self.learners)], cc.actor_start_timeout_s, "allocate the buffer")[0]
         self.startup["learner_s"] = clock() - t2
+        self._buffer_args = (bname, bparams, rollout_steps, extras)
         if self.world_size > 1:
             t_dp = clock()
             self._form_data_parallel()
@@ -142,6 +147,9 @@ class RayExecution:
             self._setup_runner(w, actor)
         self._get([a.weight_version.remote() for a in self.env_group.actors], cc.actor_start_timeout_s,
                   "build the rollout policies")
+        self.sharded = bool(cc.sharded_buffer)
+        if self.sharded:
+            self._bind_shards(list(range(len(self.env_group.actors))))
         self.startup["rollout_setup_s"] = clock() - t3
         self.preprocessors = build_preprocessors(config, plugins.registry, self.observation_space,
                                                  self.env_group.total_envs)
@@ -208,6 +216,22 @@ class RayExecution:
     def _learner_failed(self, exc: BaseException) -> WorkerFailure:
         return WorkerFailure(f"the learner failed; the last checkpoint is intact. Cause: {exc}")
 
+    def _bind_shards(self, indices: list[int]) -> None:
+        """``cluster.sharded_buffer``: a buffer shard in each of these runners; the learner reads across them."""
+        cc = self.config.cluster
+        bname, bparams, steps, extras = self._buffer_args
+        kind = self._get(self.learner.buffer_kind.remote(), cc.call_timeout_s, "query the buffer")
+        self.shard_on_policy = kind == "on_policy"
+        for i in indices:
+            slot = self.env_group.slots[i]
+            spec = BufferSpec(observation_space=self.observation_space, action_space=self.action_space,
+                              num_envs=slot.cfg.num_envs, num_steps=steps, extras_spec=extras,
+                              column_labels=[slot.label] * slot.cfg.num_envs, device="cpu",
+                              seed=derive_seed(self.config.seed, 7, i, slot.restarts))
+            self.env_group.actors[i].bind_shard.remote(bname, bparams, spec, self.shard_on_policy)
+        self._get(self.learner.attach_shards.remote(self.env_group.actors, self.shard_on_policy, cc.call_timeout_s),
+                  cc.call_timeout_s, "attach the buffer shards")
+
     def _setup_runner(self, w: int, actor: Any) -> None:
         actor.setup_rollout.remote(self.policy_cfg, list(self.config.preprocessors),
                                    policy_seed=derive_seed(self.config.seed, 4, w),
@@ -230,9 +254,22 @@ class RayExecution:
     def reset(self, seed: int) -> None:
         """Reset every env runner with its derived seed."""
         slots = self.env_group.slots
-        self._get([a.reset.remote(derive_seed(seed, 1, s.config_index, s.worker_index))
-                   for a, s in zip(self.env_group.actors, slots, strict=True)], self.config.cluster.call_timeout_s,
-                  "reset the envs")
+        refs = [a.reset.remote(derive_seed(seed, 1, s.config_index, s.worker_index))
+                for a, s in zip(self.env_group.actors, slots, strict=True)]
+        for i, ref in enumerate(refs):  # a worker whose reset fails or hangs is recreated (it resets itself)
+            try:
+                self.ray.get(ref, timeout=self._call_timeout(i, 1))
+            except (self.ray.exceptions.RayActorError, self.ray.exceptions.GetTimeoutError, EnvStepError) as exc:
+                self._restart_runner(i, exc)
+
+    def _call_timeout(self, index: int, steps: int) -> float:
+        """How long ``steps`` env steps of worker ``index`` may take before it counts as hung and is recreated.
+
+        ``env.step_timeout_s`` per step (+1 for a reset), capped by ``cluster.call_timeout_s``.
+        """
+        limit = self.env_group.slots[index].cfg.step_timeout_s
+        call = self.config.cluster.call_timeout_s
+        return call if limit is None else min(call, limit * (steps + 1))
 
     def collect(self, num_steps: int) -> list[RolloutStats]:
         """Every env runner collects a chunk in parallel; chunks stay in the object store for the learner."""
@@ -241,15 +278,21 @@ class RayExecution:
         chunks: list[Any] = [c for c, _ in calls]
         stats: list[Any] = [None] * len(actors)
         todo = {i: s for i, (_, s) in enumerate(calls)}
+        faults = [0] * len(actors)
         while todo:
             for i, ref in list(todo.items()):
                 try:
-                    stats[i] = self.ray.get(ref, timeout=self.config.cluster.call_timeout_s)
+                    stats[i] = self.ray.get(ref, timeout=self._call_timeout(i, num_steps))
                     del todo[i]
-                except (self.ray.exceptions.RayActorError, self.ray.exceptions.GetTimeoutError) as exc:
+                except (self.ray.exceptions.RayActorError, self.ray.exceptions.GetTimeoutError, EnvStepError) as exc:
+                    faults[i] += 1  # died, hung, or its env raised / returned NaN: recreate, collect again
                     chunk_ref, stats_ref = self._restart_runner(i, exc).collect.options(num_returns=2).remote(
                         num_steps)
                     chunks[i], todo[i] = chunk_ref, stats_ref
+        for i, n in enumerate(faults):
+            if n:
+                stats[i].restarts += n
+                stats[i].dropped_episodes += n * self.env_group.slots[i].cfg.num_envs
         self._pending_chunks = chunks
         self._merge_preprocessors(stats)
         return stats
@@ -257,13 +300,19 @@ class RayExecution:
     def _restart_runner(self, index: int, exc: BaseException) -> Any:
         self.restarts += 1
         if self.restarts > self.config.cluster.max_restarts:
-            raise WorkerFailure(f"env worker {index} failed and cluster.max_restarts="
-                                f"{self.config.cluster.max_restarts} restarts are used up: {exc}") from exc
+            slot = self.env_group.slots[index]
+            cause = exc.cause if isinstance(getattr(exc, "cause", None), EnvStepError) else exc
+            raise WorkerFailure(f"env[{slot.config_index}] ({slot.label}, type {slot.cfg.type!r}) worker "
+                                f"{slot.worker_index} failed and cluster.max_restarts="
+                                f"{self.config.cluster.max_restarts} worker restarts are used up, so the run stops "
+                                f"(the last checkpoint is intact). Last failure: {cause}") from exc
         log.warning("env worker %d failed (%s); recreating it (restart %d of %d, episodes in flight dropped)",
                     index, str(exc).splitlines()[0] if str(exc) else type(exc).__name__, self.restarts,
                     self.config.cluster.max_restarts)
         actor = self.env_group.restart(index)
         self._setup_runner(index, actor)
+        if getattr(self, "sharded", False):
+            self._bind_shards([index])  # an empty shard; its transitions in flight are lost with the worker
         slot = self.env_group.slots[index]
         actor.reset.remote(derive_seed(self.config.seed, 1, slot.config_index, slot.worker_index, slot.restarts))
         if self.preprocessors:
@@ -430,7 +479,7 @@ class RayExecution:
         """
         try:
             stats = self.ray.get(stats_ref, timeout=self.config.cluster.call_timeout_s)
-        except (self.ray.exceptions.RayActorError, self.ray.exceptions.GetTimeoutError) as exc:
+        except (self.ray.exceptions.RayActorError, self.ray.exceptions.GetTimeoutError, EnvStepError) as exc:
             self._restart_runner(index, exc)
             return None
         self._merge_preprocessors([stats])
