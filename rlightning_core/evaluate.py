@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import yaml
 
 from rlightning_core.errors import UserError
+from rlightning_core.video import Mp4Writer, require_moviepy, video_fps
 
 __all__ = ["evaluate_checkpoint"]
 
@@ -27,10 +27,7 @@ def evaluate_checkpoint(path: str | Path, *, episodes: int = 10, seed: int | Non
     from rlightning_core.plugins import get_plugins
 
     if video_dir is not None:
-        try:
-            import moviepy  # noqa: F401
-        except ImportError:
-            raise UserError("--video needs the moviepy package (pip install moviepy)") from None
+        require_moviepy("--video")
     file = resolve_checkpoint(path)
     if best:
         best_file = CheckpointManager(file.parent).best()
@@ -59,33 +56,21 @@ def evaluate_checkpoint(path: str | Path, *, episodes: int = 10, seed: int | Non
         preprocessors.append(pre)
     assert policy_group.rollout is not None
     probe.policy, probe.preprocessors = policy_group.rollout, preprocessors
+    writers: dict[int, Mp4Writer] = {}
+    if video_dir is not None:  # one MP4 per env: its first episode (the one evaluated), streamed as rendered
+        fps = video_fps(probe.group.workers[0])
+
+        def sink(env_index: int, frame: Any) -> None:
+            path = Path(video_dir) / f"eval-env{env_index}-episode-0.mp4"
+            writers.setdefault(env_index, Mp4Writer(path, fps)).write(frame)
+
+        probe.frame_sink = sink
     try:
-        if video_dir is not None:
-            probe.frames = []
         metrics = probe.evaluate()
-        if video_dir is not None and probe.frames is not None:
-            _write_videos(probe.frames, Path(video_dir), fps=_fps(probe.group), lengths=probe.last_lengths)
     finally:
+        for writer in writers.values():
+            writer.close()
         probe.close()
     returns_std = metrics["eval/episode_return_std"]
     return {"checkpoint": str(file), "episodes": episodes * len(config.env),
             "mean": metrics["eval/episode_return_mean"], "std": returns_std, "metrics": metrics}
-
-
-def _fps(group: Any) -> int:
-    meta = getattr(group.workers[0], "metadata", None) or {}
-    return int(meta.get("render_fps", 30))
-
-
-def _write_videos(frames: list[Any], directory: Path, fps: int, lengths: list[int]) -> None:
-    """One MP4 per env: its first episode (the one evaluated), frame by frame."""
-    from gymnasium.utils.save_video import save_video
-
-    directory.mkdir(parents=True, exist_ok=True)
-    per_env: dict[int, list[np.ndarray]] = {}
-    for step_frames in frames:
-        for i, frame in enumerate(step_frames):
-            per_env.setdefault(i, []).append(np.asarray(frame))
-    for i, env_frames in per_env.items():
-        save_video(env_frames[: lengths[i]], str(directory), fps=fps, name_prefix=f"eval-env{i}",
-                   episode_trigger=lambda _: True)

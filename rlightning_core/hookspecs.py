@@ -225,6 +225,27 @@ def on_checkpoint(path: Path, step: int) -> None:
 
 
 @hookspec
+def on_video(path: Path, step: int, tag: str) -> None:
+    """A training video was written (``logging.video_every``): one deterministic episode as an MP4 file.
+
+    Called every ``video_every`` iterations, once per env config, after that iteration's metrics, on the
+    driver. The file is complete when this is called. Logger components receive the same video through
+    their optional ``log_video(step, path, *, tag, fps)`` method; this hook is for other observers.
+
+    Args:
+        path: the MP4 file (``RUN_DIR/videos/iter_<n>.mp4``, ``iter_<n>-<env label>.mp4`` with several envs).
+        step: environment steps at the time of the recording.
+        tag: ``video``, or ``video/<env label>`` with several env configs.
+
+    Example::
+
+        @hookimpl
+        def on_video(path, step, tag):
+            shutil.copy(path, f"/shared/videos/{step}.mp4")
+    """
+
+
+@hookspec
 def on_run_end(run_dir: Path, status: str, error: BaseException | None) -> None:
     """A run ended, successfully or not.
 

@@ -193,6 +193,10 @@ class LoggingConfig:
     """Show a progress bar on the terminal (only when it is a TTY)."""
     level: str = field(default="INFO", validator=one_of("DEBUG", "INFO", "WARNING", "ERROR"))
     """Python logging level of rlightning's own messages."""
+    video_every: int | None = field(default=None, validator=ge(1))
+    """Every N iterations, record one deterministic episode per env config as ``RUN_DIR/videos/iter_<N>.mp4``
+    (headless ``rgb_array`` rendering on separate env instances; needs moviepy) and attach it to loggers
+    that take videos (``tensorboard``, ``wandb``, ``mlflow``) and to ``on_video`` hooks (``null``: never)."""
 
 
 @define(frozen=True, kw_only=True)

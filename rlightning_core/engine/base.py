@@ -83,6 +83,8 @@ class BaseEngine(ABC):
         self.run_ctx: Any = None
         self.checkpoints: Any = None
         self.evaluator: Any = None
+        self.video: Any = None
+        """The :class:`~rlightning_core.video.EpisodeVideoRecorder` when ``logging.video_every`` is set."""
         self.execution = self._make_execution(buffer, preprocessors)
         # local-mode shortcuts (tests, debugging); in ray mode these live in actors
         self.preprocessors = self.execution.preprocessors
@@ -122,6 +124,10 @@ class BaseEngine(ABC):
             from rlightning_core.checkpoint.manager import resolve_checkpoint
 
             resolve_checkpoint(resume_from)
+        if cfg.logging.video_every:
+            from rlightning_core.video import require_moviepy
+
+            require_moviepy("logging.video_every")
         self.run_ctx = ctx = prepare_run(cfg, run_dir, plugins=self.plugins, resume=resume_from is not None)
         self.checkpoints = CheckpointManager(ctx.run_dir / "checkpoints", keep_last=cfg.checkpoint.keep_last,
                                              keep_best=cfg.checkpoint.keep_best)
@@ -139,6 +145,12 @@ class BaseEngine(ABC):
             self.evaluator = Evaluator(cfg.env, self.execution.eval_policy(), self.preprocessors,
                                        episodes=cfg.engine.eval_episodes, seed=cfg.seed,
                                        registry=self.plugins.registry)
+            if cfg.logging.video_every:
+                from rlightning_core.env.seeding import derive_seed
+                from rlightning_core.video import EpisodeVideoRecorder
+
+                self.video = EpisodeVideoRecorder(cfg.env, self.preprocessors, ctx.run_dir / "videos",
+                                                  seed=derive_seed(cfg.seed, 6), registry=self.plugins.registry)
             self.plugins.call_each("on_run_start", config=cfg, run_dir=ctx.run_dir)
             started = True
             reason = self._loop(progress)
@@ -158,6 +170,8 @@ class BaseEngine(ABC):
             ctx.close()
             if self.evaluator is not None:
                 self.evaluator.close()
+            if self.video is not None:
+                self.video.close()
             self.execution.close()
             signals.__exit__(None, None, None)
         return EngineResult(run_dir=ctx.run_dir, iterations=self.iteration_count, env_steps=self.env_steps,
@@ -203,6 +217,8 @@ class BaseEngine(ABC):
                     reason = reason or "target_eval_return"
             if it % self.config.logging.log_every == 0 or reason is not None:
                 self.run_ctx.hub.log(self.env_steps, metrics)
+            if self.video is not None and it % self.config.logging.video_every == 0:
+                self._record_video(it)
             if (ccfg.every and it % ccfg.every == 0) or (reason is not None and (ccfg.at_end or stopping)):
                 self._save_checkpoint(self.last_eval if evaluated else None)
             progress.update(self.env_steps, sps=metrics["perf/sps"], train_s=self.train_s,
@@ -253,6 +269,14 @@ class BaseEngine(ABC):
         if self.best_eval is None or self.last_eval > self.best_eval:
             self.best_eval = self.last_eval
         return metrics
+
+    def _record_video(self, iteration: int) -> None:
+        """One deterministic episode per env config to ``RUN_DIR/videos/iter_<n>.mp4``, handed to the loggers."""
+        t0 = time.perf_counter()
+        videos = self.video.record(self.execution.eval_policy(), f"iter_{iteration}")
+        self.profile["eval"] += time.perf_counter() - t0
+        for tag, path, fps in videos:
+            self.run_ctx.hub.log_video(self.env_steps, path, tag=tag, fps=fps)
 
     # -- checkpoints -------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

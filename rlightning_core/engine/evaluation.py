@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -11,6 +11,7 @@ import numpy as np
 from rlightning_core.config.schema import EnvConfig
 from rlightning_core.policy.base import BasePolicy
 from rlightning_core.preprocess.base import Preprocessor
+from rlightning_core.video import iter_env_frames
 
 __all__ = ["Evaluator"]
 
@@ -42,9 +43,10 @@ class Evaluator:
         self.max_steps = max_steps
         self.count = 0
         self.last_lengths: list[int] = []
-        """Episode length of every env in the last evaluation (the videos are cut at it)."""
-        self.frames: list[Any] | None = None
-        """When a list, rendered frames of every step are appended to it (for videos)."""
+        """Episode length of every env in the last evaluation."""
+        self.frame_sink: Callable[[int, Any], None] | None = None
+        """When set, called as ``frame_sink(env_index, frame)`` with the rendered frame of every step of each
+        env's evaluated episode (its first), the last step included (for videos; needs ``render_mode``)."""
         cfgs = [attrs.evolve(_evaluated_as(c), num_workers=1, num_envs=episodes) for c in env_cfgs]
         self.group = build_env_group(cfgs, seed=seed, registry=registry, render_mode=render_mode,
                                      seed_offset_key=2)
@@ -79,12 +81,15 @@ class Evaluator:
                 obs = p.obs(obs, update=False)
             out = self.policy.act(obs, deterministic=True)
             step = worker.step(out.env_actions if out.env_actions is not None else out.actions)
+            finished_before = set(returns)
             for ep in step.episodes:
                 if ep.env_index not in returns:
                     returns[ep.env_index] = ep.episode_return
                     lengths[ep.env_index] = ep.length
-            if self.frames is not None and hasattr(worker, "render"):
-                self.frames.append(worker.render())
+            if self.frame_sink is not None and hasattr(worker, "render"):
+                for i, frame in iter_env_frames(worker.render()):
+                    if i not in finished_before:
+                        self.frame_sink(i, frame)
             obs = step.obs
             steps += 1
             if steps > self.max_steps:

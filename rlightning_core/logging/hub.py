@@ -31,6 +31,7 @@ class MetricsHub:
         self.loggers = list(loggers)
         self.plugins = plugins
         self._broken: set[int] = set()
+        self._broken_video: set[int] = set()
         self.last: dict[str, float] = {}
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
@@ -48,6 +49,26 @@ class MetricsHub:
                 log.warning("logger %s failed and is disabled for this run: %s", type(logger).__name__, exc)
         if self.plugins is not None:
             self.plugins.call_each("on_metrics", step=step, metrics=row)
+
+    def log_video(self, step: int, path: Path, *, tag: str = "video", fps: int = 30) -> None:
+        """Hand a finished MP4 to every logger that takes videos and to ``on_video`` hooks.
+
+        A logger takes videos when it has a ``log_video(step, path, *, tag, fps)`` method (optional in the
+        logger contract); loggers without one are skipped. A logger whose ``log_video`` raises is reported
+        once and gets no further videos (its metrics keep flowing).
+        """
+        for i, logger in enumerate(self.loggers):
+            method = getattr(logger, "log_video", None)
+            if method is None or i in self._broken or i in self._broken_video:
+                continue
+            try:
+                method(step, path, tag=tag, fps=fps)
+            except Exception as exc:
+                self._broken_video.add(i)
+                log.warning("logger %s failed to take a video and gets no more videos this run: %s",
+                            type(logger).__name__, exc)
+        if self.plugins is not None:
+            self.plugins.call_each("on_video", path=path, step=step, tag=tag)
 
     def close(self) -> None:
         """Flush and close every logger."""

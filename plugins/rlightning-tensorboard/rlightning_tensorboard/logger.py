@@ -61,6 +61,25 @@ class TensorBoardLogger:
                 continue
             self._writer.add_scalar(tag, number, global_step=step)
 
+    def log_video(self, step: int, path: str | Path, *, tag: str = "video", fps: int = 30) -> None:
+        """Add the MP4 at ``path`` as an animated image at ``step`` (what ``SummaryWriter.add_video`` writes).
+
+        TensorBoard shows videos as animated GIFs in its Images tab. The clip is decoded (imageio-ffmpeg), thinned
+        to at most ``params.video_max_frames`` frames (every k-th frame, played k times slower, so it keeps its
+        duration) and encoded with Pillow. ``add_video`` itself is not used: torch's encoder imports
+        ``moviepy.editor``, which moviepy 2 removed.
+        """
+        from tensorboard.compat.proto.summary_pb2 import Summary
+
+        from rlightning_core.video import read_mp4_frames
+
+        if self._closed:
+            raise RuntimeError(f"TensorBoardLogger for {self.log_dir} is closed; create a new one to log")
+        frames, rate = read_mp4_frames(path, max_frames=self.params.video_max_frames)
+        image = Summary.Image(height=frames.shape[1], width=frames.shape[2], colorspace=3,
+                              encoded_image_string=_gif(frames, rate))
+        self._writer.file_writer.add_summary(Summary(value=[Summary.Value(tag=tag, image=image)]), int(step))
+
     def flush(self) -> None:
         """Write pending events to disk now."""
         if not self._closed:
@@ -71,6 +90,26 @@ class TensorBoardLogger:
         if not self._closed:
             self._closed = True
             self._writer.close()
+
+
+def _gif(frames: Any, fps: float) -> bytes:
+    """An animated, looping GIF of ``T x H x W x 3`` uint8 frames at ``fps``.
+
+    One 256-colour palette, taken from the first, middle and last frames, serves every frame (no dithering):
+    renders of RL envs use few colours, and per-frame palettes cost several times more to compute.
+    """
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    sample = np.concatenate([frames[0], frames[len(frames) // 2], frames[-1]], axis=0)
+    palette = Image.fromarray(sample).quantize(colors=256, method=Image.Quantize.FASTOCTREE)
+    images = [Image.fromarray(f).quantize(palette=palette, dither=Image.Dither.NONE) for f in frames]
+    buffer = io.BytesIO()
+    images[0].save(buffer, format="GIF", save_all=True, append_images=images[1:],
+                   duration=max(20, round(1000 / fps)), loop=0)
+    return buffer.getvalue()
 
 
 def _as_float(value: Any) -> float | None:

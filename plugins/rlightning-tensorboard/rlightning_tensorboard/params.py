@@ -32,3 +32,6 @@ class TensorBoardParams:
     (or at a folder of run directories to compare runs)."""
     flush_secs: float = field(default=10.0, validator=gt(0))
     """Seconds between background flushes of pending events to disk; ``close()`` always flushes."""
+    video_max_frames: int = field(default=100, validator=gt(0))
+    """Training videos (``logging.video_every``) are shown as animated GIFs of at most this many frames
+    (every k-th frame of the MP4); the MP4 in ``RUN_DIR/videos`` keeps every frame."""

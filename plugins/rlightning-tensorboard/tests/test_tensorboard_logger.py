@@ -134,3 +134,35 @@ def test_plugin_module_does_not_import_torch_or_tensorboard() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_video_becomes_an_animated_image(spec: ComponentSpec, tmp_path: Path) -> None:
+    """``log_video`` (used by ``logging.video_every``) writes what ``add_video`` would: an animated GIF."""
+    pytest.importorskip("moviepy")
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from rlightning_core.video import Mp4Writer
+
+    writer = Mp4Writer(tmp_path / "clip.mp4", fps=20)
+    for i in range(30):  # a white square moving right on black
+        frame = np.zeros((48, 64, 3), np.uint8)
+        frame[16:32, 2 * i: 2 * i + 8] = 255
+        writer.write(frame)
+    writer.close()
+    logger = spec.build(TensorBoardParams(video_max_frames=10), run_dir=tmp_path)
+    logger.log_video(640, tmp_path / "clip.mp4", tag="video", fps=20)
+    logger.close()
+
+    acc = EventAccumulator(str(tmp_path / "tensorboard"), size_guidance={"images": 0})
+    acc.Reload()
+    assert acc.Tags()["images"] == ["video"]
+    (event,) = acc.Images("video")
+    assert (event.step, event.width, event.height) == (640, 64, 48)
+    gif = Image.open(io.BytesIO(event.encoded_image_string))
+    assert gif.format == "GIF" and gif.n_frames == 10  # 30 frames thinned to every 3rd
+    assert gif.info["duration"] == 150  # 3 frames at 20 fps: the clip keeps its 1.5 s
+    first = np.asarray(gif.convert("RGB"))
+    assert first[24, 4].min() > 200 and first[24, 40].max() < 50  # the square, where it starts

@@ -105,7 +105,10 @@ def read_offline_history(path: str | Path) -> list[dict[str, Any]]:
             continue
         row: dict[str, Any] = {}
         for item in record.history.item:
-            key = ".".join(item.nested_key) if item.nested_key else item.key
-            row[key] = json.loads(item.value_json)
+            *parents, leaf = list(item.nested_key) or [item.key]
+            target = row
+            for part in parents:  # media and other dict values arrive as one item per leaf
+                target = target.setdefault(part, {})
+            target[leaf] = json.loads(item.value_json)
         rows.append(row)
     return rows

@@ -134,3 +134,27 @@ def test_plugin_module_does_not_import_wandb_or_torch() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_video_is_logged_as_wandb_video(spec: ComponentSpec, tmp_path: Path) -> None:
+    """``log_video`` (used by ``logging.video_every``) attaches the MP4 to the history row of its step."""
+    pytest.importorskip("moviepy")
+    import numpy as np
+
+    from rlightning_core.video import Mp4Writer
+
+    writer = Mp4Writer(tmp_path / "videos" / "iter_2.mp4", fps=10)
+    for i in range(6):
+        writer.write(np.full((32, 32, 3), 40 * i, np.uint8))
+    writer.close()
+    logger = spec.build(WandbParams(log_config=False), run_dir=tmp_path)
+    logger.log(512, {"loss/policy": 0.5})
+    logger.log_video(512, tmp_path / "videos" / "iter_2.mp4", tag="video", fps=10)
+    logger.close()
+
+    (row,) = read_offline_history(tmp_path)
+    assert row["_step"] == 512 and row["loss/policy"] == 0.5
+    video = row["video"]
+    assert video["_type"] == "video-file"
+    stored = find_offline_runs(tmp_path)[0].parent / "files" / video["path"]
+    assert stored.read_bytes() == (tmp_path / "videos" / "iter_2.mp4").read_bytes()

@@ -1,0 +1,70 @@
+"""``logging.video_every``: MP4s of deterministic episodes during training, handed to loggers and hooks."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from rlightning_core import hookimpl
+
+pytestmark = pytest.mark.usefixtures("training_plugins")
+
+
+class VideoObserver:
+    """An observer plugin that records the ``on_video`` calls it receives."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    @hookimpl
+    def on_video(self, path, step, tag):
+        assert path.is_file()  # complete when the hook fires
+        self.calls.append((path.name, step, tag))
+
+
+def test_training_writes_videos_and_attaches_them(tmp_path, cartpole_config, build_run):
+    pytest.importorskip("moviepy")
+    from moviepy import VideoFileClip
+
+    from rlightning_core.plugins import get_plugins, load_plugins
+
+    loggers = "[{type: tensorboard}]" if "tensorboard" in get_plugins().registry.names("logger") else "[]"
+    config = cartpole_config("engine.total_steps=1024", "engine.eval_every=0", "checkpoint.every=0",
+                             "checkpoint.at_end=false", "logging.video_every=2", f"logging.loggers={loggers}")
+    engine = build_run(config)
+    observer = VideoObserver()
+    engine.plugins = load_plugins(extra=[("video-observer", observer)])
+    result = engine.run(tmp_path / "run")
+    assert result.iterations == 4
+
+    videos = tmp_path / "run" / "videos"
+    assert sorted(p.name for p in videos.iterdir()) == ["iter_2.mp4", "iter_4.mp4"]
+    steps = {json.loads(line)["iteration"]: json.loads(line)["step"]
+             for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines() if "iteration" in line}
+    assert observer.calls == [("iter_2.mp4", steps[2], "video"), ("iter_4.mp4", steps[4], "video")]
+    for video in videos.iterdir():  # valid MP4s, read back by moviepy: CartPole's 600x400 frames at 50 fps
+        with VideoFileClip(str(video), audio=False) as clip:
+            frames = list(clip.iter_frames())
+            assert clip.size == [600, 400] and clip.fps == 50
+        assert 8 <= len(frames) <= 500  # one CartPole episode: at least 8 steps, at most 500
+        assert frames[0].std() > 0  # a picture, not a blank frame
+
+    if loggers != "[]":  # the TensorBoard event file holds one animated image per video, at its step
+        from PIL import Image
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+        acc = EventAccumulator(str(tmp_path / "run" / "tensorboard"), size_guidance={"images": 0})
+        acc.Reload()
+        images = acc.Images("video")
+        assert [im.step for im in images] == [steps[2], steps[4]]
+        gif = Image.open(io.BytesIO(images[0].encoded_image_string))
+        assert gif.format == "GIF" and gif.n_frames > 1 and gif.size == (600, 400)
+
+
+def test_video_every_is_validated(cartpole_config):
+    from rlightning_core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"logging\.video_every"):
+        cartpole_config("logging.video_every=0")
