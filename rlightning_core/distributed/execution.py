@@ -16,6 +16,7 @@ from rlightning_core.config.schema import MainConfig
 from rlightning_core.distributed.cluster import RayCluster
 from rlightning_core.distributed.env_group import RemoteEnvGroup
 from rlightning_core.distributed.placement import PlacementPlan
+from rlightning_core.distributed.seed_ledger import SeedLedger
 from rlightning_core.engine.execution import build_preprocessors, column_labels
 from rlightning_core.env.runner import EnvStepError, RolloutStats
 from rlightning_core.env.seeding import derive_seed
@@ -124,6 +125,11 @@ class RayExecution:
                  num_threads=self.policy_cfg.num_threads, rank=r, world_size=self.world_size,
                  offload=cc.offload) for r in range(self.world_size)]
         self.learner: Any = self.learners[0]  # rank 0: weight-sync source, checkpointed state, evaluation
+        self.seeds = SeedLedger()  # every worker's seed by (group, rank, restart), into RUN_DIR/seeds.jsonl
+        for r in range(self.world_size):
+            self.seeds.record("learner", group=0, rank=r, restart=0, seed=derive_seed(config.seed, 3, r))
+        for i in range(len(self.env_group.slots)):
+            self._record_runner_seeds(i)
         self.observation_space = self.env_group.observation_space
         self.action_space = self.env_group.action_space
         self.startup["env_actors_s"] = clock() - t1
@@ -232,10 +238,27 @@ class RayExecution:
         self._get(self.learner.attach_shards.remote(self.env_group.actors, self.shard_on_policy, cc.call_timeout_s),
                   cc.call_timeout_s, "attach the buffer shards")
 
+    def _policy_seed(self, w: int) -> int:
+        restarts = self.env_group.slots[w].restarts
+        return derive_seed(self.config.seed, 4, w, restarts) if restarts else derive_seed(self.config.seed, 4, w)
+
+    def _record_runner_seeds(self, w: int) -> None:
+        from rlightning_core.distributed.env_group import actor_seed
+
+        slot = self.env_group.slots[w]
+        self.seeds.record("env", group=slot.config_index, rank=slot.worker_index, restart=slot.restarts,
+                          seed=actor_seed(self.config.seed, slot.config_index, slot.worker_index, slot.restarts),
+                          label=slot.label)
+        self.seeds.record("rollout", group=slot.config_index, rank=slot.worker_index, restart=slot.restarts,
+                          seed=self._policy_seed(w))
+
+    def attach_run_dir(self, run_dir: Any) -> None:
+        """The run directory exists: the seed ledger starts writing ``seeds.jsonl`` there."""
+        self.seeds.attach(run_dir)
+
     def _setup_runner(self, w: int, actor: Any) -> None:
         actor.setup_rollout.remote(self.policy_cfg, list(self.config.preprocessors),
-                                   policy_seed=derive_seed(self.config.seed, 4, w),
-                                   needs_next_obs=self.needs_next_obs)
+                                   policy_seed=self._policy_seed(w), needs_next_obs=self.needs_next_obs)
 
     def _form_group(self) -> None:
         """(Re)form the torch.distributed group: learner rank 0, env runners 1..K."""
@@ -310,6 +333,7 @@ class RayExecution:
                     index, str(exc).splitlines()[0] if str(exc) else type(exc).__name__, self.restarts,
                     self.config.cluster.max_restarts)
         actor = self.env_group.restart(index)
+        self._record_runner_seeds(index)
         self._setup_runner(index, actor)
         if getattr(self, "sharded", False):
             self._bind_shards([index])  # an empty shard; its transitions in flight are lost with the worker

@@ -129,6 +129,8 @@ class BaseEngine(ABC):
 
             require_moviepy("logging.video_every")
         self.run_ctx = ctx = prepare_run(cfg, run_dir, plugins=self.plugins, resume=resume_from is not None)
+        if hasattr(self.execution, "attach_run_dir"):  # e.g. Ray mode's seed ledger (seeds.jsonl)
+            self.execution.attach_run_dir(ctx.run_dir)
         self.checkpoints = CheckpointManager(ctx.run_dir / "checkpoints", keep_last=cfg.checkpoint.keep_last,
                                              keep_best=cfg.checkpoint.keep_best)
         status, reason, started = "completed", "total_steps", False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import json
 import os
 
 import numpy as np
@@ -114,3 +115,14 @@ def test_training_runs_with_the_strategy_and_a_killed_worker_is_resynced(ray_clu
     result = engine.run(tmp_path / "run")
     assert result.env_steps == 1536 and result.stop_reason == "total_steps"
     assert engine.execution.env_group.slots[1].restarts == 1
+    # the seed ledger: every worker's start, then the restart with a seed of its own
+    ledger = [json.loads(x) for x in (tmp_path / "run" / "seeds.jsonl").read_text().splitlines()]
+    starts = [e for e in ledger if e["event"] == "start"]
+    assert {(e["role"], e["rank"]) for e in starts} == {("learner", 0), ("env", 0), ("env", 1), ("rollout", 0),
+                                                          ("rollout", 1)}
+    restarts = [e for e in ledger if e["event"] == "restart"]
+    assert {(e["role"], e["rank"], e["restart"]) for e in restarts} == {("env", 1, 1), ("rollout", 1, 1)}
+    for role in ("env", "rollout"):
+        first = next(e["seed"] for e in starts if (e["role"], e["rank"]) == (role, 1))
+        again = next(e["seed"] for e in restarts if e["role"] == role)
+        assert again != first and again not in {e["seed"] for e in starts}
