@@ -74,8 +74,8 @@ class MlflowLogger:
                                 saved.get("run_id"), exc)
         experiment = self.client.get_experiment_by_name(self.params.experiment)
         if experiment is None:
-            artifacts = (self.run_dir / "mlflow-artifacts").as_uri() if self.params.tracking_uri is None else None
-            experiment_id = self.client.create_experiment(self.params.experiment, artifact_location=artifacts)
+            experiment_id = self.client.create_experiment(self.params.experiment,
+                                                          artifact_location=self._artifact_location())
         else:
             experiment_id = experiment.experiment_id
         tags = {"rlightning.run_dir": str(self.run_dir), **self.params.tags}
@@ -84,6 +84,17 @@ class MlflowLogger:
         record.write_text(json.dumps({"tracking_uri": self.tracking_uri, "run_id": run.info.run_id}),
                           encoding="utf-8")
         return str(run.info.run_id), False
+
+    def _artifact_location(self) -> str | None:
+        """Where a new experiment keeps artifacts: ``<db folder>/mlflow-artifacts`` for a local SQLite store.
+
+        Never MLflow's default ``./mlruns`` in whatever directory the run was started from; a server decides
+        for itself (``None``).
+        """
+        if not self.tracking_uri.startswith("sqlite:///"):
+            return None
+        database = Path(self.tracking_uri.removeprefix("sqlite:///"))
+        return (database.parent.resolve() / "mlflow-artifacts").as_uri()
 
     def _log_config(self, *, skip_existing: bool) -> None:
         from mlflow.entities import Param
