@@ -257,7 +257,7 @@ def test_list_plugins_check_healthy(dummy_site, rlightning_cli):
                             pythonpath=dummy_site.pythonpath, allow=dummy_site.dists)
     assert_clean(result)
     checks = json.loads(result.stdout)["checks"]
-    assert set(checks) == {"rlightning-test-dummy", "rlightning-test-twin"}
+    assert set(checks) == {"builtin", "rlightning-test-dummy", "rlightning-test-twin"}  # builtin: env 'remote'
     for name, check in checks.items():
         assert check["ok"], (name, check)
         assert check["status"] == "loaded"

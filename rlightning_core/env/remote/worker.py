@@ -352,21 +352,24 @@ class RemoteEnvWorker:
         elif (term | trunc).any():
             final_rows[g] = obs[rows]  # a client may omit final_obs; the next obs stands in
         raw_eps = reply.get("episodes", [])
+        raw_metrics = reply.get("metrics", {})
         if not isinstance(raw_eps, list):
             raise ProtocolError("protocol_error", "step_ok.episodes must be a list")
-        for ep in raw_eps:
+        if not isinstance(raw_metrics, dict):
+            raise ProtocolError("protocol_error", "step_ok.metrics must be a map of name -> list of numbers")
+        for ep in raw_eps:  # everything is checked before anything is kept
             if (not isinstance(ep, list) or len(ep) != 3 or not isinstance(ep[0], int) or not 0 <= ep[0] < k
                     or not isinstance(ep[1], int | float) or not isinstance(ep[2], int)):
                 raise ProtocolError("protocol_error", f"step_ok.episodes: bad entry {ep!r} (want [env_index, "
                                                       "return, length])")
+        for name, values in raw_metrics.items():
+            if not isinstance(name, str) or not isinstance(values, list) \
+                    or not all(isinstance(v, int | float) for v in values):
+                raise ProtocolError("protocol_error", f"step_ok.metrics[{name!r}] must be a list of numbers")
+        for ep in raw_eps:
             episodes.append(EpisodeStats(env_index=g * k + ep[0], episode_return=float(ep[1]), length=ep[2]))
             metrics.setdefault(f"client{g}/episode_return", []).append(float(ep[1]))
-        raw_metrics = reply.get("metrics", {})
-        if not isinstance(raw_metrics, dict):
-            raise ProtocolError("protocol_error", "step_ok.metrics must be a map of name -> list of numbers")
         for name, values in raw_metrics.items():
-            if not isinstance(values, list) or not all(isinstance(v, int | float) for v in values):
-                raise ProtocolError("protocol_error", f"step_ok.metrics[{name!r}] must be a list of numbers")
             metrics.setdefault(name, []).extend(float(v) for v in values)
 
     # -- lifetime --------------------------------------------------------------------------------------------
