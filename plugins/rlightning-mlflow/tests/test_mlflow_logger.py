@@ -105,7 +105,7 @@ def test_shared_store_and_video_artifact(spec: ComponentSpec, tmp_path: Path, sh
     artifacts = [a.path for a in runs[0].client.list_artifacts(runs[0].run_id, "videos")]
     assert artifacts == ["videos/iter_2.mp4"]
     store_dir = Path(uri.removeprefix("sqlite:///")).parent  # artifacts beside the store, not in ./mlruns
-    assert len(list(store_dir.glob("mlflow-artifacts/*/*/artifacts/videos/iter_2.mp4"))) == 2
+    assert len(list(store_dir.glob("mlflow-artifacts/*/artifacts/videos/iter_2.mp4"))) == 2
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [({"experiment": ""}, "non-empty"),
