@@ -6,6 +6,7 @@ The server runs in this process (a ``RemoteEnvWorker`` as the engine would build
 
 from __future__ import annotations
 
+import json
 import logging
 import pickle
 import signal
@@ -340,3 +341,41 @@ def test_evaluation_without_local_env_runs_through_a_server_of_its_own(tmp_path:
             evaluator.close()
         assert procs.procs[0].wait(timeout=15) == 0
     assert not address_file.exists()  # no training server was started
+
+
+def test_the_remote_env_passes_the_env_conformance_kit(tmp_path: Path) -> None:
+    """``check_env('remote')`` builds three workers (one, then two fresh ones for determinism): each gets a client."""
+    from remote_env_support import TOKEN
+
+    from rlightning_core.testing import check_component
+
+    address_file = tmp_path / "address.json"
+    box: dict[str, Any] = {}
+
+    def check() -> None:
+        try:
+            box["report"] = check_component("env", "remote", {"token": TOKEN, "address_file": str(address_file),
+                                                              "connect_timeout_s": 60}, num_envs=2, steps=100)
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=check, daemon=True)
+    with ClientProcs(tmp_path) as procs:
+        thread.start()
+        served: set[int] = set()
+        deadline = time.monotonic() + 120
+        while thread.is_alive() and time.monotonic() < deadline:
+            try:
+                port = json.loads(address_file.read_text())["port"]
+            except (OSError, ValueError):
+                port = None
+            if port is not None and port not in served:
+                served.add(port)
+                procs.start(port, num_envs=2, name=f"c{len(served)}")
+            time.sleep(0.05)
+        thread.join(timeout=5)
+    assert "error" not in box, box.get("error")
+    report = box["report"]
+    assert len(served) == 3
+    assert any("the same seed gives the same" in line for line in report.passed), str(report)
+    assert any("episode ends" in line for line in report.passed), str(report)
