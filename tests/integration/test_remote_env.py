@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import attrs
 import msgpack
 import numpy as np
 import pytest
@@ -379,3 +380,22 @@ def test_the_remote_env_passes_the_env_conformance_kit(tmp_path: Path) -> None:
     assert len(served) == 3
     assert any("the same seed gives the same" in line for line in report.passed), str(report)
     assert any("episode ends" in line for line in report.passed), str(report)
+
+
+def test_vacant_slots_wait_blocks_until_a_client_fills_the_group(tmp_path: Path) -> None:
+    from rlightning_core.env.remote import RemoteEnvError
+
+    with ClientProcs(tmp_path) as procs:
+        worker = start_worker(tmp_path, lambda port: procs.start(port, name="c0"), num_envs=8, num_clients=2,
+                              min_clients=1, vacant_slots="wait", rejoin_timeout_s=0.5)
+        try:
+            with pytest.raises(RemoteEnvError, match=r"1 of 2 env client.*rejoin_timeout_s"):
+                worker.reset(seed=0)
+            worker.params = attrs.evolve(worker.params, rejoin_timeout_s=60.0)
+            procs.start(worker.port, name="c1")
+            obs = worker.reset(seed=0)  # returns once the second client came
+            assert [c.name for c in worker._groups] == ["c0", "c1"]
+            assert np.abs(obs[4:]).max() > 0  # the late group holds real reset observations, not zeros
+            assert worker.step(np.zeros(8, dtype=np.int64)).metrics["vacant_slots"] == [0.0]
+        finally:
+            worker.close()
