@@ -399,3 +399,26 @@ def test_vacant_slots_wait_blocks_until_a_client_fills_the_group(tmp_path: Path)
             assert worker.step(np.zeros(8, dtype=np.int64)).metrics["vacant_slots"] == [0.0]
         finally:
             worker.close()
+
+
+def test_a_client_dropped_for_a_timeout_reconnects_by_itself(tmp_path: Path) -> None:
+    with ClientProcs(tmp_path) as procs:
+        worker = start_worker(tmp_path, lambda port: procs.start(port, name="c0"), num_envs=4, num_clients=1,
+                              request_timeout_s=1.0)
+        try:
+            worker.reset(seed=0)
+            worker.step(np.zeros(4, dtype=np.int64))
+            proc = procs.procs[0]
+            proc.send_signal(signal.SIGSTOP)  # frozen: misses the next request's deadline
+            try:
+                batch = worker.step(np.zeros(4, dtype=np.int64))
+            finally:
+                proc.send_signal(signal.SIGCONT)
+            assert batch.metrics["client_disconnects"] == [1.0] and batch.truncated.all()
+            batch = _steps_until(worker, lambda b: b.metrics["clients_connected"] == [1.0])
+            assert worker._groups[0].name == "c0" and proc.poll() is None  # the same process came back
+            assert worker.server.disconnects == 1
+        finally:
+            worker.close()
+        assert procs.procs[0].wait(timeout=15) == 0
+        assert "dropped by the server: timeout" in procs.log_of(procs.procs[0])
