@@ -245,6 +245,22 @@ class EnvRunnerActor(CollectiveMember):
         self.runner = EnvRunner(self.worker, policy, pre, column=self.column, label=self.label,
                                 needs_next_obs=needs_next_obs)
 
+    def setup_remote_rollout(self, server: Any, half: int, preprocessor_cfgs: Sequence[Any], *,
+                             needs_next_obs: bool, has_value: bool, timeout_s: float = 600.0) -> None:
+        """Inference-server topology: the runner's policy is a stand-in asking ``server`` every step."""
+        from rlightning_core.distributed.inference import RemotePolicy
+        from rlightning_core.env.runner import EnvRunner
+
+        reg = self.plugins.registry
+        policy = RemotePolicy(server, half, observation_space=self.worker.observation_space,
+                              action_space=self.worker.action_space, timeout_s=timeout_s)
+        pre = [reg.resolve("preprocessor", pc.type).build(pc.params, observation_space=self.worker.observation_space,
+                                                          num_envs=self.worker.num_envs)
+               for pc in preprocessor_cfgs]
+        self.runner = EnvRunner(self.worker, policy, pre, column=self.column, label=self.label,
+                                needs_next_obs=needs_next_obs)
+        self.runner._has_value = has_value  # the stand-in can always ask; only value-estimating policies do
+
     def _sync_modules(self) -> dict[str, Any]:
         return self.runner.policy.modules()
 

@@ -77,9 +77,17 @@ class RayExecution:
         self.policy_cfg = policy_group.policy_cfg
         self.backend_override = getattr(policy_group, "backend", "auto")  # build_policy_group(backend=...)
         cc = config.cluster
-        if cc.topology != "env_runner":
-            raise ConfigError(["cluster.topology: 'inference_server' is not available yet in ray mode; "
-                               "use 'env_runner'"])
+        self.inference_server = cc.topology == "inference_server"
+        if self.inference_server:
+            problems = []
+            if cc.eval_workers < 1:
+                problems.append("cluster.eval_workers: the inference_server topology needs at least 1 rollout "
+                                "worker (it batches the env workers' observations)")
+            if cc.weight_sync == "double_buffer":
+                problems.append("cluster.weight_sync: double_buffer swaps weights between an env runner's steps; "
+                                "with topology inference_server use broadcast, object_store or node_shared")
+            if problems:
+                raise ConfigError(problems)
         if cc.train_workers > 1:
             bad = [f"env[{i}].num_envs: {e.num_envs} envs per worker cannot be split evenly over "
                    f"cluster.train_workers={cc.train_workers} data-parallel learners; use a multiple of it"
@@ -147,8 +155,11 @@ class RayExecution:
             t_dp = clock()
             self._form_data_parallel()
             self.startup["data_parallel_s"] = clock() - t_dp
-        # rollout copies inside the env actors
+        # rollout copies inside the env actors, or inference servers the env actors ask every step
         t3 = clock()
+        self.servers: list[Any] = []
+        if self.inference_server:
+            self._start_servers()
         for w, actor in enumerate(self.env_group.actors):
             self._setup_runner(w, actor)
         self._get([a.weight_version.remote() for a in self.env_group.actors], cc.actor_start_timeout_s,
@@ -256,7 +267,40 @@ class RayExecution:
         """The run directory exists: the seed ledger starts writing ``seeds.jsonl`` there."""
         self.seeds.attach(run_dir)
 
+    @property
+    def rollout_actors(self) -> list[Any]:
+        """The actors holding rollout copies of the weights: inference servers, or the env runners."""
+        return self.servers if self.inference_server else self.env_group.actors
+
+    def _start_servers(self) -> None:
+        """``cluster.eval_workers`` inference servers; env workers are routed to them (sticky, two halves each)."""
+        from rlightning_core.distributed.inference import InferenceServerActor, route
+
+        cc = self.config.cluster
+        self.routes = route(len(self.env_group.actors), cc.eval_workers)
+        ptype = self.policy_cfg.type.replace(":", "-")
+        remote: Any = self.ray.remote(InferenceServerActor)
+        for j in range(cc.eval_workers):
+            halves = [sum(1 for s, h in self.routes if s == j and h == half) for half in (0, 1)]
+            self.servers.append(remote.options(
+                num_cpus=cc.rollout_num_cpus, num_gpus=cc.rollout_num_gpus, name=f"policy-eval-{ptype}-{j}",
+                max_concurrency=64,
+            ).remote(self.policy_cfg, selection=self.selection, seed=derive_seed(self.config.seed, 4, 1000 + j),
+                     observation_space=self.observation_space, action_space=self.action_space, half_sizes=halves,
+                     num_threads=self.policy_cfg.num_threads))
+            self.seeds.record("rollout_server", group=0, rank=j, restart=0,
+                              seed=derive_seed(self.config.seed, 4, 1000 + j))
+        self._server_has_value = self._get(self.servers[0].has_value.remote(), cc.actor_start_timeout_s,
+                                           "start the inference servers")
+        log.info("inference servers: %d, env workers routed %s", len(self.servers), self.routes)
+
     def _setup_runner(self, w: int, actor: Any) -> None:
+        if self.inference_server:
+            server, half = self.routes[w]
+            actor.setup_remote_rollout.remote(self.servers[server], half, list(self.config.preprocessors),
+                                              needs_next_obs=self.needs_next_obs, has_value=self._server_has_value,
+                                              timeout_s=self.config.cluster.call_timeout_s)
+            return
         actor.setup_rollout.remote(self.policy_cfg, list(self.config.preprocessors),
                                    policy_seed=self._policy_seed(w), needs_next_obs=self.needs_next_obs)
 
@@ -264,7 +308,7 @@ class RayExecution:
         """(Re)form the torch.distributed group: learner rank 0, env runners 1..K."""
         cc = self.config.cluster
         backend = self.backend()
-        members = [self.learner, *self.env_group.actors]
+        members = [self.learner, *self.rollout_actors]
         addr, port = self._get(self.learner.free_port.remote(), cc.call_timeout_s, "pick a rendezvous port")
         bucket = int(cc.bucket_mb * (1 << 20))
         sigs = self._get([m.init_collective.remote(addr, port, rank, len(members), backend, bucket)
@@ -341,7 +385,9 @@ class RayExecution:
         actor.reset.remote(derive_seed(self.config.seed, 1, slot.config_index, slot.worker_index, slot.restarts))
         if self.preprocessors:
             actor.load_preprocessor_states.remote([_strip_private(p.state_dict()) for p in self.preprocessors])
-        if self.strategy in ("broadcast", "double_buffer"):
+        if self.inference_server:
+            pass  # the env actor holds no weights: its server has them
+        elif self.strategy in ("broadcast", "double_buffer"):
             self._drain_staging(ignore_errors=True)  # a transfer the dead worker was part of failed or hangs
             for m in [self.learner, *[a for j, a in enumerate(self.env_group.actors) if j != index]]:
                 m.leave_collective.remote()
@@ -410,7 +456,7 @@ class RayExecution:
         cc = self.config.cluster
         bucket = int(cc.bucket_mb * (1 << 20))
         self._shm_token = getattr(self, "_shm_token", None) or uuid.uuid4().hex[:12]
-        runners = self.env_group.actors
+        runners = self.rollout_actors
         nodes = self._get([m.node_id.remote() for m in [self.learner, *runners]], cc.call_timeout_s,
                           "locate the workers' nodes")
         learner_node, runner_nodes = nodes[0], nodes[1:]
@@ -435,7 +481,7 @@ class RayExecution:
             writes += [leader.shm_write_from.remote(ref, version) for leader in self._shm_leaders]
         self._get(writes, timeout, "write the node-shared weights")
         t1 = time.perf_counter()
-        pauses = self._get([a.shm_read.remote(version) for a in self.env_group.actors], timeout,
+        pauses = self._get([a.shm_read.remote(version) for a in self.rollout_actors], timeout,
                            "load the node-shared weights")
         return {"sync/write_s": t1 - t0, "sync/rollout_pause_s": max(pauses, default=0.0),
                 "sync/node_copies": float(self._shm_nodes)}
@@ -457,7 +503,7 @@ class RayExecution:
         return mean_metrics(results)
 
     def _broadcast(self, version: int) -> dict[str, float]:
-        members = [self.learner, *self.env_group.actors]
+        members = [self.learner, *self.rollout_actors]
         results = self._get([m.broadcast_weights.remote(version) for m in members],
                             self.config.cluster.call_timeout_s, "broadcast weights")
         return results[0]
@@ -475,7 +521,7 @@ class RayExecution:
             metrics = self._shared_sync(self.version)
         else:
             ref = self.learner.get_weights.remote()
-            self._get([a.set_weights.remote(ref, self.version) for a in self.env_group.actors],
+            self._get([a.set_weights.remote(ref, self.version) for a in self.rollout_actors],
                       self.config.cluster.call_timeout_s, "send weights through the object store")
             metrics = {}
         if self.preprocessors:
@@ -551,7 +597,7 @@ class RayExecution:
             self.ray.get(done)
         self.version += 1
         ref = self.learner.get_weights.remote()
-        pending += [a.set_weights.remote(ref, self.version) for a in self.env_group.actors]
+        pending += [a.set_weights.remote(ref, self.version) for a in self.rollout_actors]
         if self.preprocessors:
             states = [_strip_private(p.state_dict()) for p in self.preprocessors]
             for a in self.env_group.actors:
@@ -624,11 +670,16 @@ class RayExecution:
         """Kill the actors; shut the cluster down if this run started it."""
         if self.strategy == "node_shared":  # remove this run's shared-memory files (writers unlink)
             try:
-                self.ray.get([m.shm_detach.remote(True) for m in [self.learner, *self.env_group.actors]],
+                self.ray.get([m.shm_detach.remote(True) for m in [self.learner, *self.rollout_actors]],
                              timeout=30)
             except Exception:
                 pass
         self._drain_staging(ignore_errors=True)
+        for server in getattr(self, "servers", []):
+            try:
+                self.ray.kill(server, no_restart=True)
+            except Exception:
+                pass
         for ln in getattr(self, "learners", [self.learner]):
             try:
                 self.ray.kill(ln, no_restart=True)

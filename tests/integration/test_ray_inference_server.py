@@ -1,0 +1,55 @@
+"""The inference-server topology on a real local Ray cluster: env actors ask a batching rollout actor."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("training_plugins")]
+
+
+def server_config(cartpole_config, *overrides):
+    return cartpole_config("cluster.mode=ray", "env.num_workers=4", "env.num_envs=2", "env.num_cpus=0.5",
+                           "checkpoint.every=0",
+                           "cluster.topology=inference_server", "cluster.eval_workers=1", *overrides)
+
+
+def test_route_spreads_env_workers_over_servers_and_halves():
+    from rlightning_core.distributed.inference import route
+
+    assert route(2, 1) == [(0, 0), (0, 1)]
+    assert route(4, 2) == [(0, 0), (1, 0), (0, 1), (1, 1)]
+
+
+def test_inference_server_batches_syncs_bit_for_bit_and_trains(ray_cluster, tmp_path, cartpole_config, build_run):
+    ray = ray_cluster
+    config = server_config(cartpole_config, "engine.total_steps=6144", "engine.eval_every=0",
+                           "engine.eval_episodes=5")
+    engine = build_run(config)
+    ex = engine.execution
+    assert len(ex.servers) == 1 and ex.rollout_actors == ex.servers
+    learner = ray.get(ex.learner.get_weights.remote())
+    served = ray.get(ex.servers[0].get_weights.remote())
+    for key in learner:  # the first sync reached the server, bit for bit
+        np.testing.assert_array_equal(served[key], learner[key])
+    ex.reset(config.seed)
+    stats = ex.collect(8)
+    assert [s.steps for s in stats] == [16] * 4 and {s.weight_version for s in stats} == {1}
+    served = ray.get(ex.servers[0].stats.remote())
+    assert served["requests"] == 32 and served["batches"] < 32  # halves of 2 env workers share a forward pass
+    result = engine.run(tmp_path / "run")
+    assert result.env_steps >= 6144
+    rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    returns = [r["rollout/episode_return_mean"] for r in rows if "rollout/episode_return_mean" in r]
+    assert returns[-1] > 2 * returns[0] and returns[-1] > 40, returns
+    lags = [r["perf/policy_lag_max"] for r in rows if "perf/policy_lag_max" in r]
+    assert max(lags) == 0  # every chunk was collected with the newest weights (versions travel with answers)
+
+
+def test_inference_server_needs_rollout_workers(ray_cluster, cartpole_config, build_run):
+    from rlightning_core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"cluster\.eval_workers: the inference_server topology needs"):
+        build_run(server_config(cartpole_config, "cluster.eval_workers=0"))
