@@ -3,13 +3,14 @@
 1. Scaling: a CartPole that sleeps 5 ms per step; collection SPS (env steps per second of the collect phase)
    with K = 1, 2, 4, 8 env-runner actors of 1 env each. Target: >= 0.8 * K of the 1-worker SPS at K = 8.
 2. Overhead: CartPole PPO SPS (whole training loop) in ray mode with 2 env-runner actors of 4 envs vs local
-   mode with the same 8 envs. Target: >= 1.0.
+   mode with the same 8 envs. Target: >= 1.0. Beside it (report only): the inference-server topology, the
+   same 2 env actors asking 1 batching rollout actor every step.
 3. Startup: wall time from building the run to the first collected chunk in ray mode, against `ray.init`
    alone measured in the same run. Target: <= ray.init + 1 s.
 4. Memory: PSS of the driver and every Ray process during a ray-mode CartPole run with 2 env workers.
    Target: <= 1.0 GiB in all.
 
-    python benchmarks/ray_scaling.py [--workers 1 2 4 8] [--steps 2048]
+    python benchmarks/ray_scaling.py [--workers 1 2 4 8] [--steps 2048] [--parts scaling overhead startup]
 """
 
 from __future__ import annotations
@@ -79,6 +80,13 @@ def overhead(tmp: Path, total: int) -> None:
     ls, rs = local.env_steps / local.train_s, remote.env_steps / remote.train_s
     print(f"  local {ls:8.0f} sps   ray {rs:8.0f} sps   ratio {rs / ls:.2f} (target >= 1.0: "
           f"{'PASS' if rs / ls >= 1.0 else 'FAIL'})")
+    engine = build(cartpole("cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", f"engine.total_steps={total}",
+                            "cluster.topology=inference_server", "cluster.eval_workers=1"))
+    served = engine.run(tmp / "ray-server")
+    engine.env_group.close()
+    ss = served.env_steps / served.train_s
+    print(f"  inference_server (2 env actors -> 1 rollout actor, one round trip per step) {ss:8.0f} sps   "
+          f"ratio to local {ss / ls:.2f} (report only)")
 
 
 def startup(tmp: Path) -> None:
@@ -131,15 +139,19 @@ def main() -> None:
     parser.add_argument("--workers", nargs="*", type=int, default=[1, 2, 4, 8])
     parser.add_argument("--steps", type=int, default=2048, help="env steps per worker in the scaling runs")
     parser.add_argument("--overhead-steps", type=int, default=30720)
+    parser.add_argument("--parts", nargs="*", default=["scaling", "overhead", "startup"])
     args = parser.parse_args()
     print(f"load average {os.getloadavg()}")
     path = os.pathsep.join([BENCH, str(ROOT), os.environ.get("PYTHONPATH", "")])
     ray.init(num_cpus=max(8, max(args.workers)) + 2, include_dashboard=False, _node_ip_address="127.0.0.1",
              logging_level="ERROR", log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
     with tempfile.TemporaryDirectory() as tmp:
-        scaling(args.workers, args.steps, Path(tmp))
-        overhead(Path(tmp), args.overhead_steps)
-        startup(Path(tmp))
+        if "scaling" in args.parts:
+            scaling(args.workers, args.steps, Path(tmp))
+        if "overhead" in args.parts:
+            overhead(Path(tmp), args.overhead_steps)
+        if "startup" in args.parts:
+            startup(Path(tmp))
     ray.shutdown()
 
 
