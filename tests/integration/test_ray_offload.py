@@ -1,0 +1,68 @@
+"""cluster.offload: a colocated learner moves its idle model and optimizer state off the GPU.
+
+On CPU it is a logged no-op (checked here in-process, no cluster needed); the GPU path runs where CUDA is.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+pytestmark = [pytest.mark.usefixtures("training_plugins")]
+
+
+def _learner(cartpole_config, device: str):
+    from rlightning_core.builders import build_policy_group
+    from rlightning_core.distributed.actors import LearnerActor
+    from rlightning_core.plugins import get_plugins
+
+    config = cartpole_config("cluster.mode=ray", "cluster.offload=true", f"policy.device={device}")
+    group = build_policy_group(config.policy.type, config.policy, config.cluster)
+    actor = LearnerActor(group.policy_cfg, selection=get_plugins().selection(), seed=0, offload=True)
+    import gymnasium as gym
+
+    env = gym.make("CartPole-v1")
+    actor.build(env.observation_space, env.action_space)
+    return actor
+
+
+def test_offload_is_a_logged_noop_on_cpu(cartpole_config, caplog):
+    import rlightning_core.distributed.offload as offload
+
+    offload._logged = False
+    actor = _learner(cartpole_config, "cpu")
+    before = actor.get_weights()
+    with caplog.at_level(logging.INFO, logger="rlightning"):
+        assert actor.offload_idle() is False
+    assert not actor.offloaded
+    assert any("nothing to move off a GPU (no-op)" in r.getMessage() for r in caplog.records)
+    after = actor.get_weights()
+    assert all(np.array_equal(before[k], after[k]) for k in before)
+
+
+@pytest.mark.gpu
+def test_offload_moves_model_and_optimizer_state_to_host_and_back(cartpole_config):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from rlightning_core.weights.buckets import named_tensors
+
+    actor = _learner(cartpole_config, "cuda")
+    policy = actor.policy
+    loss = sum(p.sum() for p in policy.net.parameters())
+    loss.backward()
+    policy.optimizer.step()  # optimizer state exists on the GPU
+    weights = actor.get_weights()
+    used = torch.cuda.memory_allocated()
+    assert actor.offload_idle() is True
+    assert all(t.device.type == "cpu" for t in named_tensors(policy.modules()).values())
+    assert all(v.device.type == "cpu" for s in policy.optimizer.state.values() for k, v in s.items()
+               if isinstance(v, torch.Tensor) and k != "step")
+    assert torch.cuda.memory_allocated() < used
+    actor._before_learn()
+    assert all(t.device.type == "cuda" for t in named_tensors(policy.modules()).values())
+    again = actor.get_weights()
+    assert all(np.array_equal(weights[k], again[k]) for k in weights)
+    policy.optimizer.step()  # and the optimizer still works on the moved state
