@@ -70,7 +70,8 @@ class RemoteEnvParams:
     max_frame_bytes: int = field(default=64 * 1024 * 1024, validator=ge(1024))
     """Largest frame accepted from an authenticated client; larger ones are refused and the client dropped."""
     address_file: str | None = field(default=None, validator=_nonempty)
-    """Write ``{"host", "port"}`` as JSON to this file once listening (for scripts starting clients)."""
+    """Write ``{"host", "port", ...}`` as JSON to this file once listening, removed on close (for scripts that
+    start clients)."""
     local_env: LocalEnvSpec | None = None
     """The env the clients serve, if it can also run here (e.g. ``{type: gymnasium, params: {id: CartPole-v1}}``):
     evaluation then runs it locally, and ``rlightning env-client CONFIG`` serves it. Without it, evaluation

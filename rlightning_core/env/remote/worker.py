@@ -107,6 +107,7 @@ class RemoteEnvWorker:
         self._pending: list[tuple[int, ClientConn, int]] | None = None
         self._joined: dict[int, np.ndarray] = {}
         self._closed = False
+        self._address_path: Path | None = None
         try:
             self._announce()
             self._wait_clients(params.wait_for, params.connect_timeout_s, "to start")
@@ -136,6 +137,7 @@ class RemoteEnvWorker:
                     (f".{self.worker_index}" if self.worker_index else "")
                 path = path.with_name(path.stem + suffix + path.suffix)
             path.parent.mkdir(parents=True, exist_ok=True)
+            self._address_path = path
             tmp = path.with_name(path.name + ".tmp")
             tmp.write_text(json.dumps({"host": host, "port": port, "role": self.params.role,
                                        "worker_index": self.worker_index, "pid": os.getpid()}) + "\n")
@@ -394,6 +396,16 @@ class RemoteEnvWorker:
                 client.lock.release()
             self._pending = None
         self._server.close()
+        self._remove_address_file()
+
+    def _remove_address_file(self) -> None:
+        """Remove the address file if it still names this server (a newer server may have replaced it)."""
+        path = self._address_path
+        try:
+            if path is not None and json.loads(path.read_text()).get("port") == self.port:
+                path.unlink()
+        except (OSError, ValueError):
+            pass
 
     def __repr__(self) -> str:
         return (f"RemoteEnvWorker({self.address[0]}:{self.address[1]}, num_envs={self.num_envs}, "
