@@ -58,11 +58,9 @@ def describe_plan(config: Any, config_file: str, run_dir: str | None) -> list[st
 
         labels = [e.label for e in config.env for _ in range(e.num_workers)]
         lines.extend(f"  {x}" for x in PlacementPlan.for_run(config).describe(labels))
-        sync = "broadcast" if config.cluster.weight_sync == "auto" else config.cluster.weight_sync
-        backend = config.cluster.backend if config.cluster.backend != "auto" else (
-            "nccl" if config.cluster.learner_num_gpus > 0 else "gloo")
-        lines.append(f"  weight sync: {sync}" + (f" over {backend}, learner rank 0 -> {len(labels)} env-runner "
-                                                  "rank(s)" if sync == "broadcast" else " (one ray.put per sync)"))
+        from rlightning_core.distributed.plan import describe_ray_plan
+
+        lines.extend(f"  {x}" for x in describe_ray_plan(config, labels))
         where = config.cluster.address or "a local cluster started for the run"
         lines.append(f"  cluster: {where}")
     lines.append(f"  run dir: {run_dir or config.run_dir or 'runs/<name>-<timestamp> (created at start)'}")

@@ -23,18 +23,10 @@ from typing import Any
 import numpy as np
 
 from rlightning_core.distributed.actors import CollectiveMember, _load_plugins
+from rlightning_core.distributed.inference_routes import route
 from rlightning_core.policy.base import BasePolicy, PolicyOutput
 
 __all__ = ["InferenceServerActor", "RemotePolicy", "route"]
-
-
-def route(num_env_workers: int, num_servers: int) -> list[tuple[int, int]]:
-    """``(server, half)`` of every env worker: round-robin over servers, alternating halves on each."""
-    out = []
-    for i in range(num_env_workers):
-        server = i % num_servers
-        out.append((server, (i // num_servers) % 2))
-    return out
 
 
 class InferenceServerActor(CollectiveMember):

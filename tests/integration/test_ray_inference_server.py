@@ -53,3 +53,15 @@ def test_inference_server_needs_rollout_workers(ray_cluster, cartpole_config, bu
 
     with pytest.raises(ConfigError, match=r"cluster\.eval_workers: the inference_server topology needs"):
         build_run(server_config(cartpole_config, "cluster.eval_workers=0"))
+
+
+def test_dry_run_plan_shows_topology_learners_sync_and_buffer(cartpole_config):
+    from rlightning_core.distributed.plan import describe_ray_plan
+
+    config = server_config(cartpole_config, "cluster.train_workers=2", "cluster.weight_sync=node_shared",
+                           "cluster.sharded_buffer=true")
+    text = "\n".join(describe_ray_plan(config, ["CartPole-v1"] * 4))
+    assert "topology: inference_server, 1 rollout actor(s)" in text
+    assert "half A CartPole-v1#0, CartPole-v1#2; half B CartPole-v1#1, CartPole-v1#3" in text
+    assert "learners: 2 data-parallel ranks over gloo" in text
+    assert "weight sync: node_shared" in text and "buffer: sharded" in text
