@@ -68,3 +68,32 @@ def test_video_every_is_validated(cartpole_config):
 
     with pytest.raises(ConfigError, match=r"logging\.video_every"):
         cartpole_config("logging.video_every=0")
+
+
+def test_one_video_per_env_config_cut_at_the_episode_end(tmp_path):
+    """With several env configs, one file each (``iter_<n>-<label>.mp4``), exactly one episode long."""
+    pytest.importorskip("moviepy")
+    from rlightning_core.config.schema import EnvConfig
+    from rlightning_core.plugins import get_plugins
+    from rlightning_core.testing.doubles import TinyPolicy, TinyPolicyParams
+    from rlightning_core.video import EpisodeVideoRecorder, read_mp4_frames
+
+    registry = get_plugins().registry
+    spec = registry.resolve("env", "gymnasium")
+    cfgs = [EnvConfig(type="gymnasium", name="long", params=spec.config(id="CartPole-v1")),
+            EnvConfig(type="gymnasium", name="short", params=spec.config(id="CartPole-v1", max_episode_steps=7))]
+    recorder = EpisodeVideoRecorder(cfgs, [], tmp_path / "videos", seed=3, registry=registry)
+    try:
+        group = recorder.evaluators[0].group
+        policy = TinyPolicy(TinyPolicyParams(), observation_space=group.observation_space,
+                            action_space=group.action_space, seed=0)
+        videos = recorder.record(policy, "iter_5")
+        lengths = [ev.last_lengths[0] for ev in recorder.evaluators]
+    finally:
+        recorder.close()
+    assert [(tag, path.name, fps) for tag, path, fps in videos] == [
+        ("video/long", "iter_5-long.mp4", 50), ("video/short", "iter_5-short.mp4", 50)]
+    assert lengths[1] == 7  # truncated by max_episode_steps
+    for (_, path, _), length in zip(videos, lengths, strict=True):
+        frames, fps = read_mp4_frames(path)
+        assert len(frames) == length and fps == 50 and frames.shape[1:] == (400, 600, 3)
