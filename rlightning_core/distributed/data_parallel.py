@@ -142,15 +142,21 @@ class DataParallelGroup:
                 with torch.no_grad():
                     t.copy_(buf)
 
+    @property
+    def device(self) -> torch.device:
+        """Where scalars for collectives live (nccl reduces GPU tensors only)."""
+        return self.params[0].device if self.params else torch.device("cpu")
+
     def mean(self, value: float | torch.Tensor) -> float:
         """The mean of a scalar across ranks (e.g. an early-stopping statistic every rank must agree on)."""
-        t = torch.tensor([float(value)], dtype=torch.float64)
+        t = torch.tensor([float(value)], dtype=torch.float64, device=self.device)
         self.all_reduce_mean_([t])
         return float(t.item())
 
     def check_in_step(self) -> bool:
         """Whether every rank holds the same parameters (a float64 checksum compared across ranks)."""
-        local = torch.tensor([float(sum(p.detach().double().sum() for p in self.params))], dtype=torch.float64)
+        local = torch.tensor([float(sum(p.detach().double().sum() for p in self.params))], dtype=torch.float64,
+                             device=self.device)
         ref = local.clone()
         self.broadcast_([ref])
         return bool(np.isclose(float(ref.item()), float(local.item()), rtol=0, atol=0))
