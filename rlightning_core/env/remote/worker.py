@@ -108,6 +108,7 @@ class RemoteEnvWorker:
         self._joined: dict[int, np.ndarray] = {}
         self._closed = False
         self._address_path: Path | None = None
+        self._has_reset = False
         try:
             self._announce()
             self._wait_clients(params.wait_for, params.connect_timeout_s, "to start")
@@ -231,19 +232,22 @@ class RemoteEnvWorker:
     def reset(self, seed: int | None = None) -> np.ndarray:
         """Reset every connected client; vacant groups show zeros until a client takes them over.
 
-        Group ``g`` is seeded ``seed + g * group_size``, so row ``i`` gets ``seed + i`` (the env contract).
+        Group ``g`` is seeded ``seed + g * group_size``, so row ``i`` gets ``seed + i`` (the env contract). Without
+        a seed, the first reset uses the worker's seed and later ones leave each client's envs on their own RNG.
         """
         if self._pending is not None:
             raise RuntimeError("reset() while a step is pending")
-        if seed is None:
+        if seed is None and not self._has_reset:  # like a local worker: the first reset uses the worker seed
             seed = self.seed
+        self._has_reset = True
         self._refresh(seed)
         self._joined.clear()
         for g, client in enumerate(self._groups):
             if client is None:
                 continue
             try:
-                self._obs[self._rows(g)] = self._reset_client(client, seed + g * self.group_size)
+                group_seed = None if seed is None else seed + g * self.group_size
+                self._obs[self._rows(g)] = self._reset_client(client, group_seed)
             except _IO_ERRORS as exc:
                 self._vacate(g, _describe(exc), _code(exc))
         self._ep_len[:] = 0
