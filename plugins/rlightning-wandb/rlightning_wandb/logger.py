@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import numbers
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,9 @@ from rlightning_wandb.params import WandbParams
 __all__ = ["WandbLogger"]
 
 log = logging.getLogger("rlightning")
+
+#: Seconds ``close()`` waits for wandb's core process to finish writing the run file.
+_CLOSE_TIMEOUT_S = 30.0
 
 
 class WandbLogger:
@@ -75,10 +79,27 @@ class WandbLogger:
         self.run.log({tag: self._wandb.Video(str(path), format="mp4")}, step=int(step))
 
     def close(self) -> None:
-        """Finish the W&B run (flushes everything to disk or the server); closing twice is harmless."""
-        if not self._closed:
-            self._closed = True
-            self.run.finish()
+        """Finish the W&B run and wait until its run file is complete on disk; closing twice is harmless.
+
+        wandb's core process writes the run file behind ``run.finish()``; this waits (up to
+        ``_CLOSE_TIMEOUT_S``) for the file's closing record, so whoever reads the run directory after the
+        training run ends (``wandb sync``, a test, a script) sees every metric.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        self.run.finish()
+        if self.run_path is None:
+            return
+        from rlightning_wandb.offline import has_exit_record
+
+        file = self.run_path / f"run-{self.run.id}.wandb"
+        deadline = time.monotonic() + _CLOSE_TIMEOUT_S
+        while not has_exit_record(file):
+            if time.monotonic() > deadline:
+                log.warning("wandb logger: %s is still incomplete %.0f s after finish()", file, _CLOSE_TIMEOUT_S)
+                return
+            time.sleep(0.05)
 
     def _check_open(self) -> None:
         if self._closed:

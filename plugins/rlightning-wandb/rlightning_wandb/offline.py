@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["find_offline_runs", "iter_records", "read_offline_history"]
+__all__ = ["find_offline_runs", "has_exit_record", "iter_records", "read_offline_history"]
 
 _FILE_HEADER = struct.Struct("<4sHB")  # ident, magic, version
 _RECORD_HEADER = struct.Struct("<IHB")  # crc32, length, type
@@ -71,6 +71,25 @@ def _raw_records(data: bytes, source: str) -> Iterator[bytes]:
             pending = b""
         else:
             raise ValueError(f"{source}: unknown record type {kind} at byte {pos}")
+
+
+def has_exit_record(path: str | Path) -> bool:
+    """Whether the run file already holds its closing ``exit`` record (so everything before it is on disk).
+
+    wandb's core process writes the file behind ``run.finish()``: the last records can land a moment after
+    ``finish()`` returns.
+    """
+    from wandb.proto import wandb_internal_pb2
+
+    file = Path(path)
+    if not file.is_file():
+        return False
+    for raw in _raw_records(file.read_bytes(), str(file)):
+        record = wandb_internal_pb2.Record()
+        record.ParseFromString(raw)
+        if record.WhichOneof("record_type") == "exit":
+            return True
+    return False
 
 
 def iter_records(path: str | Path) -> Iterator[Any]:
