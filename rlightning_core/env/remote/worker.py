@@ -181,12 +181,16 @@ class RemoteEnvWorker:
         for g, client in enumerate(self._groups):
             if client is not None and not client.alive:
                 self._vacate(g, client.drop_reason or "connection lost")
-        if all(c is not None for c in self._groups):
-            return
-        if self.params.vacant_slots == "wait":
-            vacant = sum(c is None for c in self._groups)
-            self._wait_clients(len([c for c in self._groups if c is not None]) + vacant,
-                               self.params.rejoin_timeout_s, "to fill the vacant client groups")
+        deadline = time.monotonic() + self.params.rejoin_timeout_s
+        while not all(c is not None for c in self._groups):
+            self._admit(seed)
+            if self.params.vacant_slots != "wait" or all(c is not None for c in self._groups):
+                return
+            filled = sum(c is not None for c in self._groups)
+            self._wait_clients(filled + 1, max(deadline - time.monotonic(), 0.0), "to fill the vacant client groups")
+
+    def _admit(self, seed: int | None) -> None:
+        """Give vacant groups to connected clients without one, resetting each (a failing one is dropped)."""
         for client in self._server.live_clients():
             if client.group is not None:
                 continue
