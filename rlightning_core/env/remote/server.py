@@ -214,8 +214,8 @@ class EnvServer:
 
     def _handshake(self, sock: socket.socket, peer: tuple[str, int]) -> None:
         try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 hello = recv_frame(sock, max_bytes=HANDSHAKE_MAX_BYTES, timeout=self.handshake_timeout_s)
                 client = self._admit(sock, peer, hello)
             except ProtocolError as exc:
