@@ -71,6 +71,50 @@ class _LastValues(torch.nn.Module):
         return None
 
 
+@contextlib.contextmanager
+def _no_default_group() -> Iterator[None]:
+    """Hide torch.distributed's default process group from RSL-RL while it updates.
+
+    RSL-RL's ``EmpiricalNormalization.update`` all-reduces its statistics whenever ``torch.distributed`` is
+    initialized (its multi-GPU mode). On Ray, rlightning's default process group is the weight-sync group of
+    the learner and the rollout workers, which do not take part in ``learn``: the all-reduce would wait for
+    them forever. So the statistics are updated from this learner's batch alone. RSL-RL's own multi-GPU code
+    paths are off (no ``multi_gpu_cfg``); only its ``torch.distributed.is_initialized()`` checks see this.
+    """
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        yield
+        return
+    original = dist.is_initialized
+    dist.is_initialized = lambda: False  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        dist.is_initialized = original  # type: ignore[assignment]
+
+
+@contextlib.contextmanager
+def _buffers_in_place(*modules: torch.nn.Module) -> Iterator[None]:
+    """Keep every module buffer the same tensor object across the block, copying new values into it.
+
+    RSL-RL's ``EmpiricalNormalization.update`` rebinds its ``_std`` buffer to a new tensor. rlightning's Ray
+    weight sync broadcasts flat buckets that the modules' tensors are views of, so a rebound buffer would no
+    longer be sent: rollout workers would act with stale normalization statistics.
+    """
+    before = [(m, name, buf) for mod in modules for m in mod.modules()
+              for name, buf in m.named_buffers(recurse=False)]
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for m, name, old in before:
+                new = getattr(m, name)
+                if new is not old:
+                    old.copy_(new)
+                    setattr(m, name, old)
+
+
 class RslRlPPOPolicy(BasePolicy):
     """RSL-RL's PPO. Extras stored per step: ``log_prob`` and ``value``."""
 
@@ -97,8 +141,8 @@ class RslRlPPOPolicy(BasePolicy):
         self.critic = MLPModel(sample, groups, "critic", 1, hidden_dims=list(p.critic_hidden_dims),
                                activation=p.activation, obs_normalization=p.obs_normalization).to(device)
         self.generator = torch.Generator(device="cpu").manual_seed(seed + 1)
-        self.low = torch.as_tensor(action_space.low, dtype=torch.float32)
-        self.high = torch.as_tensor(action_space.high, dtype=torch.float32)
+        self.low = torch.tensor(np.array(action_space.low, dtype=np.float32))
+        self.high = torch.tensor(np.array(action_space.high, dtype=np.float32))
         self.alg: Any = None
         if role is PolicyRole.TRAIN:
             self.alg = PPO(self.actor, self.critic, storage=None, num_learning_epochs=p.num_learning_epochs,
@@ -170,6 +214,9 @@ class RslRlPPOPolicy(BasePolicy):
         """Replay the rollout into RSL-RL's storage, then ``PPO.compute_returns`` and ``PPO.update``."""
         if self.alg is None:
             raise RuntimeError("learn() called on a rollout (EVAL) copy of rsl_rl_ppo")
+        if self.data_parallel is not None and self.params.obs_normalization:
+            raise UserError("policy.params.obs_normalization: not supported with data-parallel learners (each "
+                            "learner would keep its own normalization statistics); set it to false")
         num_steps, num_envs = int(buffer.num_steps), int(buffer.num_envs)
         if (num_steps * num_envs) // self.params.num_mini_batches < 1:
             raise UserError(f"policy.params.num_mini_batches: {self.params.num_mini_batches} minibatches of a "
@@ -198,7 +245,8 @@ class RslRlPPOPolicy(BasePolicy):
             with self._critic_answers(buffer.last_values.to(dev, torch.float32).unsqueeze(-1)):
                 self.alg.compute_returns(None)
         self.alg.train_mode()
-        losses = self.alg.update()
+        with _no_default_group(), _buffers_in_place(self.actor, self.critic):
+            losses = self.alg.update()
         self.weight_version += 1
         metrics = {"loss/policy": float(losses["surrogate"]), "loss/value": float(losses["value"]),
                    "loss/entropy": float(losses["entropy"]), "stats/lr": float(self.alg.learning_rate),

@@ -121,3 +121,28 @@ def test_same_seed_gives_identical_parameters(tmp_path):
     c = _run(tmp_path, "c", "engine.total_steps=1024", "seed=1")
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert not all(torch.equal(a[k], c[k]) for k in a)
+
+
+def test_normalizer_buffers_stay_the_same_tensors_across_learn():
+    """Ray's weight sync sends flat buckets the module tensors are views of: learn must update them in place."""
+    policy = _policy(obs_normalization=True)
+    buffers = {name: buf for name, buf in policy.actor.named_buffers()}
+    std_before = buffers["obs_normalizer._std"].clone()
+    buffer, _ = _buffer(policy)
+    policy.learn(buffer)
+    after = dict(policy.actor.named_buffers())
+    assert all(after[name] is buf for name, buf in buffers.items())
+    assert not torch.equal(after["obs_normalizer._std"], std_before)  # updated, in the same tensor
+
+
+def test_rsl_rl_sees_no_default_process_group_while_updating(monkeypatch):
+    import torch.distributed as dist
+
+    seen = []
+    policy = _policy(obs_normalization=True)
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)  # as in a Ray learner with its weight-sync group
+    update = policy.alg.update
+    monkeypatch.setattr(policy.alg, "update", lambda: (seen.append(dist.is_initialized()), update())[1])
+    buffer, _ = _buffer(policy)
+    policy.learn(buffer)  # would call all_reduce (and fail: no group exists) if RSL-RL saw one
+    assert seen == [False] and dist.is_initialized()
