@@ -61,8 +61,9 @@ def evaluate_checkpoint(path: str | Path, *, episodes: int = 10, seed: int | Non
         fps = video_fps(probe.group.workers[0])
 
         def sink(env_index: int, frame: Any) -> None:
-            path = Path(video_dir) / f"eval-env{env_index}-episode-0.mp4"
-            writers.setdefault(env_index, Mp4Writer(path, fps)).write(frame)
+            if env_index not in writers:
+                writers[env_index] = Mp4Writer(Path(video_dir) / f"eval-env{env_index}-episode-0.mp4", fps)
+            writers[env_index].write(frame)
 
         probe.frame_sink = sink
     try:

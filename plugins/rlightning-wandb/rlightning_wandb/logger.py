@@ -46,11 +46,17 @@ class WandbLogger:
         self._wandb = wandb
         config = flat_run_config(self.run_dir) if params.log_config else None
         settings = wandb.Settings(silent=True, console="auto" if params.console else "off")
-        self.run: Any = wandb.init(
-            dir=str(self.run_dir), mode=params.mode, project=params.project, entity=params.entity,
-            name=params.name or self.run_dir.name, group=params.group, tags=list(params.tags) or None,
-            notes=params.notes, config=config, settings=settings, reinit="create_new",
-        )
+        try:
+            self.run: Any = wandb.init(
+                dir=str(self.run_dir), mode=params.mode, project=params.project, entity=params.entity,
+                name=params.name or self.run_dir.name, group=params.group, tags=list(params.tags) or None,
+                notes=params.notes, config=config, settings=settings, reinit="create_new",
+            )
+        except wandb.Error as exc:  # e.g. mode online without credentials: a user error, not a crash
+            from rlightning_core.errors import UserError
+
+            raise UserError(f"logger 'wandb' (mode: {params.mode}) could not start a W&B run: {exc} "
+                            "(run `wandb login` or set WANDB_API_KEY, or use params.mode: offline)") from exc
         self.run_path = Path(self.run.dir).parent if params.mode != "disabled" else None
         """W&B's folder for this run (``RUN_DIR/wandb/offline-run-...``), ``None`` when disabled."""
         self._skipped: set[str] = set()

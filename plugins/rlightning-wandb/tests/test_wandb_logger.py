@@ -112,6 +112,17 @@ def test_reader_refuses_a_damaged_file(spec: ComponentSpec, tmp_path: Path) -> N
         read_offline_history(tmp_path / "config.yaml")
 
 
+def test_online_without_credentials_is_a_user_error(spec: ComponentSpec, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from rlightning_core.errors import UserError
+
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no ~/.netrc with a key
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "config"))
+    with pytest.raises(UserError, match="wandb login"):
+        spec.build(WandbParams(mode="online", log_config=False), run_dir=tmp_path / "run")
+
+
 @pytest.mark.parametrize(("kwargs", "message"), [({"mode": "cloud"}, "must be one of")])
 def test_params_validation(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
