@@ -347,15 +347,21 @@ class RayExecution:
         todo = {i: s for i, (_, s) in enumerate(calls)}
         faults = [0] * len(actors)
         while todo:
+            failed: list[tuple[int, BaseException]] = []
             for i, ref in list(todo.items()):
                 try:
                     stats[i] = self.ray.get(ref, timeout=self._call_timeout(i, num_steps))
                     del todo[i]
                 except (self.ray.exceptions.RayActorError, self.ray.exceptions.GetTimeoutError, EnvStepError) as exc:
-                    faults[i] += 1  # died, hung, or its env raised / returned NaN: recreate, collect again
-                    chunk_ref, stats_ref = self._restart_runner(i, exc).collect.options(num_returns=2).remote(
-                        num_steps)
-                    chunks[i], todo[i] = chunk_ref, stats_ref
+                    failed.append((i, exc))  # died, hung, or its env raised / returned NaN
+            # recreate, then collect again. Dead or hung actors first: re-forming the weight-sync group needs
+            # every other member responsive (a runner whose env raised is idle and can take part)
+            failed.sort(key=lambda f: isinstance(f[1], EnvStepError))
+            for i, exc in failed:
+                faults[i] += 1
+                self._restart_runner(i, exc)
+            for i, _ in failed:
+                chunks[i], todo[i] = self.env_group.actors[i].collect.options(num_returns=2).remote(num_steps)
         for i, n in enumerate(faults):
             if n:
                 stats[i].restarts += n

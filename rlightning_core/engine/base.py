@@ -80,6 +80,8 @@ class BaseEngine(ABC):
         self._episode_window: dict[str, deque[tuple[float, int]]] = {}
         self._pending_env_metrics: dict[str, list[float]] = {}
         self._lags: list[int] = []
+        self.fault_counts: dict[str, list[int]] = {}
+        """Per env label, ``[workers recreated, episodes dropped]`` so far (checkpointed)."""
         self.run_ctx: Any = None
         self.checkpoints: Any = None
         self.evaluator: Any = None
@@ -240,9 +242,17 @@ class BaseEngine(ABC):
             window.append((ep.episode_return, ep.length))
         for key, values in stats.metrics.items():
             self._pending_env_metrics.setdefault(f"env/{stats.label}/{key}", []).extend(values)
+        restarts, dropped = getattr(stats, "restarts", 0), getattr(stats, "dropped_episodes", 0)
+        if restarts or dropped:  # failed workers recreated: running totals per env config
+            counts = self.fault_counts.setdefault(stats.label, [0, 0])
+            counts[0] += restarts
+            counts[1] += dropped
 
     def _episode_metrics(self) -> dict[str, float]:
         out: dict[str, float] = {}
+        for label, (restarts, dropped) in self.fault_counts.items():
+            out[f"env/{label}/restarts"] = float(restarts)
+            out[f"env/{label}/dropped_episodes"] = float(dropped)
         everything: list[tuple[float, int]] = []
         for label, window in self._episode_window.items():
             if window:
@@ -289,7 +299,8 @@ class BaseEngine(ABC):
             **self.execution.state_dict(),
             "engine": {"iteration": self.iteration_count, "env_steps": self.env_steps, "train_s": self.train_s,
                        "best_eval": self.best_eval, "last_eval": self.last_eval,
-                       "episode_window": {k: [list(x) for x in v] for k, v in self._episode_window.items()}},
+                       "episode_window": {k: [list(x) for x in v] for k, v in self._episode_window.items()},
+                       "fault_counts": {k: list(v) for k, v in self.fault_counts.items()}},
             "rng": capture_rng_state(),
         }
 
@@ -304,6 +315,7 @@ class BaseEngine(ABC):
         self.train_s, self.best_eval, self.last_eval = float(eng["train_s"]), eng["best_eval"], eng["last_eval"]
         self._episode_window = {k: deque([tuple(x) for x in v], maxlen=100)
                                 for k, v in eng["episode_window"].items()}
+        self.fault_counts = {k: [int(x) for x in v] for k, v in eng.get("fault_counts", {}).items()}
         if not all(restored):
             log.warning("the envs cannot save their state (or the worker count changed): resuming with freshly "
                         "reset envs (episodes in flight at the checkpoint are dropped)")

@@ -57,6 +57,20 @@ class LocalExecution:
             self.runners.append(EnvRunner(worker, policy_group.rollout, self.preprocessors, column=column,
                                           label=label, needs_next_obs=self.buffer.needs_next_obs, **hooks))
             column += worker.num_envs
+        self._enable_restarts(config, env_group)
+
+    def _enable_restarts(self, config: MainConfig, env_group: Any) -> None:
+        """Failed env workers (raised, hung, NaN/inf) are recreated within ``cluster.max_restarts`` per run."""
+        from rlightning_core.env.runner import RestartBudget
+
+        if getattr(env_group, "rebuilders", None) is None:
+            return  # a hand-made group: failures raise
+        budget = RestartBudget(config.cluster.max_restarts)
+        for w, runner in enumerate(self.runners):
+            c, i = env_group.config_indices[w], env_group.worker_indices[w]
+            cfg = config.env[c]
+            who = f"env[{c}] ({runner.label}, type {cfg.type!r}) worker {i}"
+            runner.enable_restarts(lambda restart, w=w: self.env_group.rebuild(w, restart), budget, who)
 
     def buffer_spec(self, rollout_steps: int) -> BufferSpec:
         """What the buffer must hold for this group of envs and this policy."""

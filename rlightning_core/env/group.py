@@ -73,6 +73,9 @@ class EnvGroup:
         self._episodes: dict[str, list[EpisodeStats]] = {}
         self._metrics: dict[str, dict[str, list[float]]] = {}
         self._closed = False
+        self.rebuilders: list[Callable[[int], EnvWorker]] | None = None
+        """Per worker, ``restart -> fresh worker`` (set by :func:`build_env_group`; ``None``: cannot rebuild)."""
+        self._seeds: list[Callable[[int], int]] = []
 
     # -- shape of the group ----------------------------------------------------------------------------------
 
@@ -167,6 +170,22 @@ class EnvGroup:
         """``step_async(actions)`` then ``step_wait()``."""
         self.step_async(actions)
         return self.step_wait()
+
+    def rebuild(self, index: int, restart: int) -> tuple[EnvWorker, int]:
+        """Replace worker ``index`` (which failed) with a fresh one; returns it and the seed to reset it with.
+
+        The replacement of restart ``r`` of worker ``w`` of config ``c`` is seeded ``derive_seed(seed,
+        seed_key, c, w, r)``: a different stream than the failed one, reproducible from the run seed. The
+        failed worker is not closed here (the caller kills or closes it).
+
+        Raises:
+            RuntimeError: the group was not made by :func:`build_env_group`, so it cannot build workers.
+        """
+        if self.rebuilders is None:
+            raise RuntimeError("this EnvGroup cannot rebuild workers (it was not made by build_env_group)")
+        worker = self.rebuilders[index](restart)
+        self._workers[index] = worker
+        return worker, self._seeds[index](restart)
 
     # -- statistics ------------------------------------------------------------------------------------------
 
@@ -356,33 +375,68 @@ def build_env_group(
 
     workers: list[Any] = []
     config_indices: list[int] = []
+    rebuilders: list[Callable[[int], Any]] = []
+    seeds: list[Callable[[int], int]] = []
     try:
         for c, (cfg, (spec, params)) in enumerate(zip(cfgs, resolved, strict=True)):
             for w, inst in enumerate(define_env_instance_cfgs(cfg, cfg.num_workers)):
-                kwargs: dict[str, Any] = {
-                    "num_envs": inst.num_envs,
-                    "seed": derive_seed(seed, seed_offset_key, c, w),
-                    "worker_index": w,
-                }
-                if render_mode is not None:
-                    kwargs["render_mode"] = render_mode
-                worker = spec.build(params, **kwargs)
+                seed_of = _seed_fn(seed, seed_offset_key, c, w)
+                make = _worker_factory(spec, params, cfg, c, w, inst.num_envs, render_mode, seed_of)
+                worker = make(0)
                 workers.append(worker)
                 config_indices.append(c)
-                _check_worker(worker, spec, c, inst.num_envs)
-        return EnvGroup(
+                rebuilders.append(make)
+                seeds.append(seed_of)
+        group = EnvGroup(
             workers,
             config_indices=config_indices,
             labels=[labels[c] for c in config_indices],
             preprocess_fns=[fns[c] for c in config_indices],
             seed_key=seed_offset_key,
         )
+        group.rebuilders, group._seeds = rebuilders, seeds
+        return group
     except BaseException as exc:
         try:
             _close_all([w for w in workers if hasattr(w, "close")])
         except Exception as close_exc:
             exc.add_note(f"closing the env workers built so far also failed: {close_exc!r}")
         raise
+
+
+def _seed_fn(seed: int, key: int, c: int, w: int) -> Callable[[int], int]:
+    """Seed of worker ``w`` of config ``c`` after ``restart`` restarts (restart 0: the original seed)."""
+    return lambda restart: derive_seed(seed, key, c, w, restart) if restart else derive_seed(seed, key, c, w)
+
+
+def _worker_factory(spec: Any, params: Any, cfg: EnvConfig, c: int, w: int, num_envs: int,
+                    render_mode: str | None, seed_of: Callable[[int], int]) -> Callable[[int], Any]:
+    """``restart -> worker``: builds worker ``w`` of config ``c``.
+
+    In a child process when the config sets ``step_timeout_s``, so that a hang can be killed.
+    """
+
+    def make(restart: int) -> Any:
+        kwargs: dict[str, Any] = {"num_envs": num_envs, "seed": seed_of(restart), "worker_index": w}
+        if render_mode is not None:
+            kwargs["render_mode"] = render_mode
+        if cfg.step_timeout_s is not None:
+            from rlightning_core.env.isolated import ProcessEnvWorker
+            from rlightning_core.plugins import get_plugins
+
+            worker: Any = ProcessEnvWorker(spec.qualified_name, params, build_kwargs=kwargs,
+                                           selection=get_plugins().selection(), timeout_s=cfg.step_timeout_s)
+        else:
+            worker = spec.build(params, **kwargs)
+        try:
+            _check_worker(worker, spec, c, num_envs)
+        except BaseException:
+            if hasattr(worker, "close"):
+                worker.close()
+            raise
+        return worker
+
+    return make
 
 
 def _check_worker(worker: Any, spec: Any, c: int, num_envs: int) -> None:

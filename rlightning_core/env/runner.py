@@ -7,8 +7,10 @@ one round trip per chunk when the runner is a Ray actor, plain calls in one proc
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -16,14 +18,56 @@ import numpy as np
 
 from rlightning_core.buffer.base import Chunk
 from rlightning_core.env.base import EnvWorker, EpisodeStats
+from rlightning_core.errors import RlightningError
 from rlightning_core.policy.base import BasePolicy
 from rlightning_core.preprocess.base import Preprocessor
 
-__all__ = ["EnvRunner", "EnvStepError", "RolloutStats"]
+__all__ = ["EnvRunner", "EnvStepError", "EnvWorkerFailure", "RestartBudget", "RolloutStats"]
+
+log = logging.getLogger("rlightning")
+
+#: A function that builds a replacement for a failed worker: ``(restart number) -> (worker, reset seed)``.
+Rebuild = Callable[[int], tuple[EnvWorker, int]]
 
 
 class EnvStepError(RuntimeError):
-    """An env raised in ``step``; the message names the worker and the actions it was given."""
+    """An env worker failed: it raised in ``step``/``reset``, hung past ``env.step_timeout_s``, or returned NaN/inf.
+
+    The message names the worker, the phase and the actions it was given.
+
+    Attributes:
+        label: the env config's label.
+        phase: ``step`` or ``reset``.
+        kind: ``raised``, ``hung`` or ``non_finite``.
+    """
+
+    def __init__(self, message: str, *, label: str = "", phase: str = "step", kind: str = "raised") -> None:
+        super().__init__(message)
+        self.label, self.phase, self.kind = label, phase, kind
+
+
+class EnvWorkerFailure(RlightningError):
+    """Env workers failed more often than ``cluster.max_restarts`` allows: the run stops (exit code 1)."""
+
+
+class RestartBudget:
+    """``cluster.max_restarts``: how many failed env workers a run recreates, over all its workers.
+
+    Args:
+        max_restarts: restarts allowed in the whole run.
+    """
+
+    def __init__(self, max_restarts: int) -> None:
+        self.max_restarts = int(max_restarts)
+        self.used = 0
+
+    def take(self, who: str, exc: BaseException) -> None:
+        """Spend one restart on ``who``; raise :class:`EnvWorkerFailure` when none is left."""
+        if self.used >= self.max_restarts:
+            raise EnvWorkerFailure(
+                f"{who} failed and cluster.max_restarts={self.max_restarts} worker restarts are used up, so the "
+                f"run stops (the last checkpoint is intact). Last failure: {exc}") from exc
+        self.used += 1
 
 
 @attrs.define
@@ -43,6 +87,10 @@ class RolloutStats:
     """Version of the weights the chunk was collected with (policy lag = learner version - this)."""
     preprocessor_states: list[dict[str, Any]] | None = None
     """Remote runners report their preprocessor statistics for merging (``None`` in one process)."""
+    restarts: int = 0
+    """Times the worker failed and was recreated while collecting this chunk."""
+    dropped_episodes: int = 0
+    """Episodes in flight on a failed worker, dropped with it."""
 
 
 def _space_array(space: Any, lead: tuple[int, ...]) -> np.ndarray:
@@ -84,20 +132,104 @@ class EnvRunner:
         self._has_value = type(policy).value is not BasePolicy.value
         self._obs: np.ndarray | None = None
         self.total_steps = 0
+        self.rebuild: Rebuild | None = None
+        self.budget: RestartBudget | None = None
+        self.who = f"env worker {label!r}"
+        self.restarts = 0
+        self._restart_seed: int | None = None
+        self._pending_faults = (0, 0)
+
+    def enable_restarts(self, rebuild: Rebuild, budget: RestartBudget, who: str | None = None) -> None:
+        """Recreate the worker with ``rebuild`` when it fails, within the run's ``budget``.
+
+        Without this (e.g. inside a Ray actor, where the driver recreates the whole actor), a failure raises
+        :class:`EnvStepError`.
+        """
+        self.rebuild, self.budget = rebuild, budget
+        if who:
+            self.who = who
+
+    def _fail(self, phase: str, exc: BaseException, actions: Any = None) -> EnvStepError:
+        from rlightning_core.env.isolated import EnvTimeoutError
+
+        kind = "hung" if isinstance(exc, EnvTimeoutError) else "raised"
+        what = "hung in" if kind == "hung" else "failed in"
+        acts = f" with actions {actions!r}" if actions is not None else ""
+        cols = f"buffer columns {self.column}..{self.column + self.num_envs - 1}"
+        return EnvStepError(f"{self.who} ({cols}) {what} {phase}(){acts}: {type(exc).__name__}: {exc}",
+                            label=self.label, phase=phase, kind=kind)
+
+    def _non_finite(self, phase: str, obs: np.ndarray, reward: Any = None, actions: Any = None) -> None:
+        """Raise :class:`EnvStepError` when float observations (or rewards) hold NaN or inf."""
+        bad = obs.dtype.kind == "f" and not np.isfinite(obs).all()
+        bad_reward = reward is not None and not np.isfinite(reward).all()
+        if bad or bad_reward:
+            what = "observations" if bad else "rewards"
+            acts = f" after actions {actions!r}" if actions is not None else ""
+            raise EnvStepError(f"{self.who} (buffer columns {self.column}..{self.column + self.num_envs - 1}) "
+                               f"returned non-finite {what} from {phase}(){acts}", label=self.label,
+                               phase=phase, kind="non_finite")
+
+    def _recover(self, exc: EnvStepError) -> None:
+        """Replace the failed worker (budget permitting) and reset the new one; its episodes in flight are lost."""
+        if self.rebuild is None or self.budget is None:
+            raise exc
+        self.budget.take(self.who, exc)
+        self.restarts += 1
+        log.warning("%s; recreating the worker (restart %d of %d in this run, %d episode(s) in flight dropped)",
+                    str(exc).splitlines()[0], self.budget.used, self.budget.max_restarts, self.num_envs)
+        old = self.worker
+        kill = getattr(old, "kill", None)
+        with contextlib.suppress(Exception):  # it failed already; closing may fail too
+            (kill if callable(kill) else old.close)()
+        self.worker, self._restart_seed = self.rebuild(self.restarts)
+        restarts, dropped = self._pending_faults
+        self._pending_faults = (restarts + 1, dropped + self.num_envs)
+        self._obs = None  # the next collect resets the new worker with its own seed
 
     def _pre_obs(self, obs: np.ndarray, update: bool) -> np.ndarray:
         for p in self.preprocessors:
             obs = p.obs(obs, update=update)
         return obs
 
+    def _reset_once(self, seed: int | None) -> None:
+        try:
+            obs = self.worker.reset(seed=seed)
+        except Exception as exc:
+            raise self._fail("reset", exc) from exc
+        self._non_finite("reset", obs)
+        self._obs = self._pre_obs(obs, True)
+
     def reset(self, seed: int | None = None) -> None:
-        """Reset the envs (seeded) and start a fresh sequence."""
-        self._obs = self._pre_obs(self.worker.reset(seed=seed), True)
+        """Reset the envs (seeded) and start a fresh sequence; a failing worker is recreated (if enabled)."""
+        while True:
+            try:
+                self._reset_once(seed)
+                return
+            except EnvStepError as exc:
+                self._recover(exc)
+                seed = self._restart_seed
 
     def collect(self, num_steps: int) -> tuple[Chunk, RolloutStats]:
-        """Step ``num_steps`` times; returns the transitions and what was observed on the way."""
+        """Step ``num_steps`` times; returns the transitions and what was observed on the way.
+
+        When the worker fails (raises, hangs past ``env.step_timeout_s``, or returns NaN/inf) and restarts are
+        enabled, the partial chunk is discarded, the worker recreated and the chunk collected again from the
+        fresh worker; ``RolloutStats.restarts`` / ``dropped_episodes`` count what was lost.
+        """
+        while True:
+            try:
+                chunk, stats = self._collect(num_steps)
+            except EnvStepError as exc:
+                self._recover(exc)
+                continue
+            stats.restarts, stats.dropped_episodes = self._pending_faults
+            self._pending_faults = (0, 0)
+            return chunk, stats
+
+    def _collect(self, num_steps: int) -> tuple[Chunk, RolloutStats]:
         if self._obs is None:
-            self.reset()
+            self.reset(self._restart_seed)
         obs = self._obs
         assert obs is not None
         n, policy, worker = self.num_envs, self.policy, self.worker
@@ -124,9 +256,9 @@ class EnvRunner:
             try:
                 step = worker.step(actions)
             except Exception as exc:
-                raise EnvStepError(f"env worker {self.label!r} (buffer columns {self.column}.."
-                                   f"{self.column + n - 1}) failed in step() with actions {actions!r}: "
-                                   f"{type(exc).__name__}: {exc}") from exc
+                raise self._fail("step", exc, actions) from exc
+            if step.obs.dtype.kind == "f" and not (np.isfinite(step.obs).all() and np.isfinite(step.reward).all()):
+                self._non_finite("step", step.obs, step.reward, actions)
             t2 = clock()
             if self.env_ret_fn is not None:
                 step = self.env_ret_fn(step)

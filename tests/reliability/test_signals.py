@@ -99,16 +99,3 @@ def test_sigterm_stops_a_ray_run_and_releases_every_process(tmp_path, training_p
         assert left == [], f"processes left after the run: {left}"
     finally:
         kill_session(proc.pid)
-
-
-@pytest.mark.ray
-def test_a_finished_ray_run_leaves_no_process_behind(tmp_path, training_plugins):
-    run_dir = tmp_path / "run"
-    proc = _start(RAY_CONFIG, run_dir, *RAY_SMALL, "engine.total_steps=256")
-    try:
-        _, err = proc.communicate(timeout=300)
-        assert proc.returncode == 0, err
-        left = wait_for_no_session_processes(proc.pid, 30)
-        assert left == [], f"processes left after the run: {left}"
-    finally:
-        kill_session(proc.pid)
