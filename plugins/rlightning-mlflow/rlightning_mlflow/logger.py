@@ -44,16 +44,23 @@ class MlflowLogger:
     """
 
     def __init__(self, params: MlflowParams, *, run_dir: str | Path) -> None:
+        from mlflow.exceptions import MlflowException
         from mlflow.tracking import MlflowClient
+
+        from rlightning_core.errors import UserError
 
         self.params = params
         self.run_dir = Path(run_dir).resolve()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.tracking_uri = params.tracking_uri or f"sqlite:///{self.run_dir / 'mlflow.db'}"
-        self.client: Any = MlflowClient(tracking_uri=self.tracking_uri)
-        self.run_id, resumed = self._open_run()
-        if params.log_config:
-            self._log_config(skip_existing=resumed)
+        try:
+            self.client: Any = MlflowClient(tracking_uri=self.tracking_uri)
+            self.run_id, resumed = self._open_run()
+            if params.log_config:
+                self._log_config(skip_existing=resumed)
+        except MlflowException as exc:  # a bad URI, an unreachable server, refused credentials
+            raise UserError(f"logger 'mlflow' could not open a run in {self.tracking_uri!r} "
+                            f"(params.tracking_uri): {exc}") from exc
         self._skipped: set[str] = set()
         self._closed = False
 

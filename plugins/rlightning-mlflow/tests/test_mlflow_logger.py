@@ -108,6 +108,13 @@ def test_shared_store_and_video_artifact(spec: ComponentSpec, tmp_path: Path, sh
     assert len(list(store_dir.glob("mlflow-artifacts/*/artifacts/videos/iter_2.mp4"))) == 2
 
 
+def test_an_unusable_tracking_uri_is_a_user_error(spec: ComponentSpec, tmp_path: Path) -> None:
+    from rlightning_core.errors import UserError
+
+    with pytest.raises(UserError, match=r"could not open a run in 'foo://bar' \(params.tracking_uri\)"):
+        spec.build(MlflowParams(tracking_uri="foo://bar"), run_dir=tmp_path)
+
+
 @pytest.mark.parametrize(("kwargs", "message"), [({"experiment": ""}, "non-empty"),
                                                   ({"tracking_uri": " "}, "tracking URI")])
 def test_params_validation(kwargs: dict[str, object], message: str) -> None:
