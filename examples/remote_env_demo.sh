@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Remote envs on loopback: a trainer whose env server picks a free port, and two env clients in their own
-# processes serving CartPole to it. Solves CartPole like examples/cartpole_ppo.yaml (about a minute).
+# processes serving CartPole to it. Solves CartPole like examples/cartpole_ppo.yaml (~10 s here, start-up included).
 #   bash examples/remote_env_demo.sh [RUN_DIR]
 # See docs/remote-envs.md.
 set -euo pipefail
