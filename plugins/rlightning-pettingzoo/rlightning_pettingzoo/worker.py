@@ -105,7 +105,9 @@ class PettingZooWorker:
             first.close()
             raise UserError(
                 f"env.num_envs: {self.name} has {n_agents} agents ({', '.join(self.agents)}) and each agent is "
-                f"one env slot, so num_envs must be a multiple of {n_agents}, got {num_envs}"
+                f"one env slot, so num_envs must be a multiple of {n_agents}, got {num_envs} (evaluation envs "
+                f"have one slot per episode: engine.eval_episodes and `rlightning eval -n` must be multiples of "
+                f"{n_agents} too)"
             )
         try:
             self.observation_space, self.action_space = _shared_spaces(first, self.name)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import partial
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -130,3 +131,34 @@ def test_bad_kwargs_name_the_key():
 def test_simple_tag_is_refused_naming_its_agent_groups():
     with pytest.raises(UserError, match=r"\['adversary_0', 'adversary_1', 'adversary_2'\]: .*\['agent_0'\]"):
         PettingZooWorker(PettingZooParams(env="mpe2.simple_tag_v3"), num_envs=4, seed=0)
+
+
+def _cli(capsys, *args: str) -> tuple[int, str]:
+    from rlightning_cli.main import main
+
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def test_eval_and_videos_of_a_trained_run(tmp_path, capsys):
+    """`rlightning eval --video`: one slot per episode, one MP4 per slot; a count that is no multiple is refused."""
+    from rlightning_core import load_config
+    from rlightning_core.builders import build_data_buffer, build_engine, build_env_group, build_policy_group
+
+    pytest.importorskip("moviepy")
+    example = Path(__file__).resolve().parents[3] / "examples" / "simple_spread_ppo.yaml"
+    config = load_config(example, ["logging.progress=false", "engine.total_steps=1200", "engine.eval_every=0"])
+    engine = build_engine(config, build_env_group(config.env, seed=config.seed),
+                          build_policy_group(config.policy.type, config.policy, config.cluster),
+                          build_data_buffer(config.buffer.type, config.buffer))
+    engine.run(tmp_path / "run")
+    code, out = _cli(capsys, "eval", str(tmp_path / "run"), "-n", "3", "--video", str(tmp_path / "videos"))
+    assert code == 0, out
+    assert len(list((tmp_path / "videos").glob("*.mp4"))) == 3
+    code, out = _cli(capsys, "eval", str(tmp_path / "run"), "-n", "4")
+    assert code == 2 and "must be multiples of 3" in out, out
