@@ -39,4 +39,4 @@ for name in client-a client-b; do
 done
 
 wait "$trainer"
-echo "== done; metrics in $run_dir/metrics.jsonl (env/CartPole-v1/clients_connected, dropped_episodes, ...)"
+echo "== done; metrics in $run_dir/metrics.jsonl (env/CartPole-v1/clients_connected, client_dropped_episodes, ...)"

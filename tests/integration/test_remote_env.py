@@ -258,7 +258,7 @@ def test_a_killed_client_is_counted_and_a_restarted_one_rejoins(tmp_path: Path) 
             proc.wait(timeout=10)
             batch = worker.step(np.ones(8, dtype=np.int64))
             assert batch.metrics["client_disconnects"] == [1.0]
-            assert batch.metrics["dropped_episodes"] == [4.0]  # the 4 episodes in flight are discarded
+            assert batch.metrics["client_dropped_episodes"] == [4.0]  # the 4 episodes in flight are discarded
             assert batch.metrics["clients_connected"] == [1.0]
             np.testing.assert_array_equal(batch.obs[:4], held)
             assert batch.truncated[:4].all() and not batch.reward[:4].any()
@@ -273,7 +273,7 @@ def test_a_killed_client_is_counted_and_a_restarted_one_rejoins(tmp_path: Path) 
             assert batch.truncated[:4].all()  # the join step cuts the placeholder and starts real episodes
             assert worker._groups[0].name == "c2"
             batch = _steps_until(worker, lambda b: any(e.env_index < 4 for e in b.episodes))
-            assert batch.metrics["dropped_episodes"] == [4.0]
+            assert batch.metrics["client_dropped_episodes"] == [4.0]
         finally:
             worker.close()
 

@@ -47,7 +47,7 @@ def test_training_through_two_client_processes_solves_cartpole(tmp_path: Path) -
     assert evals and evals[-1] >= 475
     served = [r for r in rows if "env/CartPole-v1/clients_connected" in r]
     assert served and all(r["env/CartPole-v1/clients_connected"] == 2.0 for r in served)
-    assert all(r["env/CartPole-v1/dropped_episodes"] == 0.0 for r in served)
+    assert all(r["env/CartPole-v1/client_dropped_episodes"] == 0.0 for r in served)
     assert any("env/CartPole-v1/client1/episode_return" in r for r in rows)
 
 
@@ -90,7 +90,7 @@ def test_killing_a_client_mid_run_the_run_goes_on_and_a_restarted_client_rejoins
     assert short, "the kill should leave a vacant group for a while"
     assert short[-1] < len(rows) - 1 and connected[-1] == 2.0, connected  # rejoined before the end
     assert rows[-1]["env/CartPole-v1/client_disconnects"] == 1.0
-    assert rows[-1]["env/CartPole-v1/dropped_episodes"] >= 1.0
+    assert rows[-1]["env/CartPole-v1/client_dropped_episodes"] >= 1.0
     assert rows[-1]["step"] >= 40000  # the run went on to its step budget
 
 

@@ -5,7 +5,7 @@ The worker has a fixed number of rows (``num_envs``), split into ``num_clients``
 same batch shape, whoever is connected:
 
 - A client that disconnects, times out or breaks the protocol is dropped: its episodes in flight are discarded
-  (counted in ``dropped_episodes``) and its group becomes *vacant*. A standby client (beyond ``num_clients``,
+  (counted in ``client_dropped_episodes``) and its group becomes *vacant*. A standby client (beyond ``num_clients``,
   up to ``max_clients``) or the next client to connect takes the group over on the next step, after a reset.
 - While a group is vacant, ``vacant_slots: continue`` steps the other groups and fills the vacant rows with
   placeholder transitions (the last observation, reward 0, ``truncated``: each one a cut 1-step episode that
@@ -15,7 +15,7 @@ same batch shape, whoever is connected:
   with ``final_obs`` the previous observation, so a trajectory never spans two clients.
 
 Metrics (``env/<label>/...``): ``clients_connected``, ``vacant_slots``, and the run totals
-``client_disconnects``, ``dropped_episodes``, ``refused_connections``; ``client<g>/episode_return`` per group.
+``client_disconnects``, ``client_dropped_episodes``, ``refused_connections``; ``client<g>/episode_return`` per group.
 """
 
 from __future__ import annotations
@@ -333,7 +333,7 @@ class RemoteEnvWorker:
         metrics.update({"clients_connected": [float(connected)],
                         "vacant_slots": [float((self.num_groups - connected) * self.group_size)],
                         "client_disconnects": [float(disconnects)],
-                        "dropped_episodes": [float(self.dropped_episodes)],
+                        "client_dropped_episodes": [float(self.dropped_episodes)],
                         "refused_connections": [float(refused)]})
         return StepBatch(obs=obs, reward=reward, terminated=terminated, truncated=truncated, final_obs=final_obs,
                          episodes=episodes, metrics=metrics)
