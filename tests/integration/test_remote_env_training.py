@@ -48,6 +48,7 @@ def test_training_through_two_client_processes_solves_cartpole(tmp_path: Path) -
     served = [r for r in rows if "env/CartPole-v1/clients_connected" in r]
     assert served and all(r["env/CartPole-v1/clients_connected"] == 2.0 for r in served)
     assert all(r["env/CartPole-v1/client_dropped_episodes"] == 0.0 for r in served)
+    assert all(r["env/CartPole-v1/server_port"] == port for r in served)  # the run dir records the port
     assert any("env/CartPole-v1/client1/episode_return" in r for r in rows)
 
 

@@ -15,7 +15,8 @@ same batch shape, whoever is connected:
   with ``final_obs`` the previous observation, so a trajectory never spans two clients.
 
 Metrics (``env/<label>/...``): ``clients_connected``, ``vacant_slots``, and the run totals
-``client_disconnects``, ``client_dropped_episodes``, ``refused_connections``; ``client<g>/episode_return`` per group.
+``client_disconnects``, ``client_dropped_episodes``, ``refused_connections``; ``client<g>/episode_return`` per group;
+``server_port`` (the port clients connect to, so that ``metrics.jsonl`` in the run dir records it).
 """
 
 from __future__ import annotations
@@ -334,7 +335,8 @@ class RemoteEnvWorker:
                         "vacant_slots": [float((self.num_groups - connected) * self.group_size)],
                         "client_disconnects": [float(disconnects)],
                         "client_dropped_episodes": [float(self.dropped_episodes)],
-                        "refused_connections": [float(refused)]})
+                        "refused_connections": [float(refused)],
+                        "server_port": [float(self.address[1])]})
         return StepBatch(obs=obs, reward=reward, terminated=terminated, truncated=truncated, final_obs=final_obs,
                          episodes=episodes, metrics=metrics)
 
