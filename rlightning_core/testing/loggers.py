@@ -45,8 +45,34 @@ def check_logger(component: str | Callable[..., Any], params: Any = None, *, con
         for step, metrics in rows:
             s.call(f"log({step}, {{...{len(metrics)} metrics}})", logger.log, step, metrics)
         s.ok("log(step, metrics) accepts float rows, NaN and infinities included, with many keys")
+        if callable(getattr(logger, "log_video", None)):  # optional: receives logging.video_every's MP4s
+            video = _tiny_mp4(Path(tmp) / "iter_1.mp4")
+            if video is None:
+                s.note("log_video() not checked: moviepy is not installed")
+            else:
+                s.call("log_video(256, path, tag='video', fps=10)", logger.log_video, 256, video, tag="video",
+                       fps=10)
+                s.ok("log_video(step, path, *, tag, fps) takes an MP4")
         s.call("close()", logger.close)
         s.ok("close() works")
         if not any(path.iterdir()):
             s.note("the logger wrote nothing into the run directory")
     return s.report
+
+
+def _tiny_mp4(path: Path) -> Path | None:
+    """An 8-frame 32x32 MP4 (a bar moving right), or ``None`` without moviepy."""
+    import importlib.util
+
+    if importlib.util.find_spec("moviepy") is None:
+        return None
+    import numpy as np
+
+    from rlightning_core.video import Mp4Writer
+
+    writer = Mp4Writer(path, fps=10)
+    for i in range(8):
+        frame = np.zeros((32, 32, 3), np.uint8)
+        frame[:, 4 * i: 4 * i + 4] = 255
+        writer.write(frame)
+    return writer.close()
