@@ -260,8 +260,9 @@ class RayExecution:
         self.seeds.record("env", group=slot.config_index, rank=slot.worker_index, restart=slot.restarts,
                           seed=actor_seed(self.config.seed, slot.config_index, slot.worker_index, slot.restarts),
                           label=slot.label)
-        self.seeds.record("rollout", group=slot.config_index, rank=slot.worker_index, restart=slot.restarts,
-                          seed=self._policy_seed(w))
+        if not self.inference_server:  # else the rollout copies live in the servers (recorded with them)
+            self.seeds.record("rollout", group=slot.config_index, rank=slot.worker_index, restart=slot.restarts,
+                              seed=self._policy_seed(w))
 
     def attach_run_dir(self, run_dir: Any) -> None:
         """The run directory exists: the seed ledger starts writing ``seeds.jsonl`` there."""
