@@ -26,7 +26,8 @@ def require_moviepy(what: str) -> None:
     try:
         import moviepy  # noqa: F401
     except ImportError:
-        raise UserError(f"{what} needs the moviepy package to write MP4 files (pip install moviepy)") from None
+        raise UserError(f"{what} needs the moviepy package to write MP4 files "
+                        "(pip install 'rlightning[video]' or pip install moviepy)") from None
 
 
 def video_fps(worker: Any, default: int = 30) -> int:
