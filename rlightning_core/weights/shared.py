@@ -13,6 +13,7 @@ layout from the same policy, and the layout signature is part of the file name.
 
 from __future__ import annotations
 
+import mmap
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -59,9 +60,22 @@ class SharedWeightSlots:
         try:
             if os.fstat(fd).st_size < size:
                 os.ftruncate(fd, size)  # the same size from every process: idempotent
+            if hasattr(os, "posix_fallocate"):
+                try:  # allocate the pages now: a first sync would otherwise pay for zeroing them (~10x slower)
+                    os.posix_fallocate(fd, 0, size)
+                except OSError:
+                    pass
         finally:
             os.close(fd)
         self._mm = np.memmap(self.path, dtype=np.uint8, mode="r+", shape=(size,))
+        populate = getattr(mmap, "MADV_POPULATE_WRITE", None)
+        try:  # and map them into this process up front, without changing a byte (the slots may hold weights)
+            if populate is not None:  # Linux >= 5.14
+                self._mm._mmap.madvise(populate)
+            else:
+                int(self._mm[:: mmap.PAGESIZE].sum())  # one read per page
+        except (OSError, AttributeError, ValueError):
+            pass
         self.slots = [[self._view(slot, i) for i in range(len(layout.sizes))] for slot in range(2)]
 
     def _view(self, slot: int, index: int) -> torch.Tensor:
