@@ -36,7 +36,11 @@ log = logging.getLogger("rlightning")
 
 #: Config sections that may change between a run and its resume without invalidating the checkpoint.
 RESUMABLE_CHANGES = ("engine.total_steps", "engine.time_limit_s", "engine.target_eval_return",
-                     "engine.eval_every", "engine.eval_episodes", "logging", "checkpoint", "run_dir", "name")
+                     "engine.eval_every", "engine.eval_episodes", "logging", "checkpoint", "run_dir", "name",
+                     "policy.nan_policy", "cluster.max_restarts", "cluster.call_timeout_s",
+                     "cluster.actor_start_timeout_s")
+#: Per-env-config keys a resume may change (fault handling, not what is learned).
+RESUMABLE_ENV_KEYS = ("step_timeout_s",)
 
 
 def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
@@ -57,7 +61,8 @@ def training_fields(config: MainConfig) -> dict[str, Any]:
     """The flattened config without the keys a resume may change (what the config hash covers)."""
     flat = _flatten(unstructure(config))
     return {k: v for k, v in flat.items()
-            if not any(k == r or k.startswith(r + ".") or k.startswith(r + "[") for r in RESUMABLE_CHANGES)}
+            if not any(k == r or k.startswith(r + ".") or k.startswith(r + "[") for r in RESUMABLE_CHANGES)
+            and not (k.startswith("env[") and k.split("].", 1)[-1] in RESUMABLE_ENV_KEYS)}
 
 
 def config_hash(config: MainConfig) -> str:

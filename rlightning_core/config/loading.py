@@ -98,6 +98,11 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise ConfigError([f"malformed JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}"],
                           source=str(p)) from None
+    except RecursionError:
+        raise ConfigError([f"nested too deeply to read (configs need a few levels, at most {MAX_DEPTH})"],
+                          source=str(p)) from None
+    except ValueError as exc:  # e.g. an integer with more digits than Python converts
+        raise ConfigError([f"cannot read a value: {exc}"], source=str(p)) from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -107,6 +112,42 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
 
 
 _KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
+
+#: Deepest nesting a config may have (a real one needs fewer than 10 levels).
+MAX_DEPTH = 64
+#: Most values a config may hold once YAML aliases are expanded (an alias "bomb" expands exponentially).
+MAX_VALUES = 100_000
+
+
+def shape_problems(data: Any, where: str = "") -> list[str]:
+    """Why ``data`` cannot be a config (an empty list when it can).
+
+    Nested too deeply (or cyclic), too many values once YAML aliases are expanded, or mapping keys that are not
+    strings. Iterative and bounded: an alias bomb is refused in milliseconds.
+    """
+    count = 0
+    stack: list[tuple[Any, str, int]] = [(data, where, 0)]
+    while stack:
+        node, path, depth = stack.pop()
+        count += 1
+        if count > MAX_VALUES:
+            return [f"{where or 'the config'}: more than {MAX_VALUES} values once YAML aliases are expanded; "
+                    "refusing it (aliases that repeat aliases grow exponentially)"]
+        if depth > MAX_DEPTH:
+            path = path if len(path) <= 80 else path[:77] + "..."
+            return [f"{path or 'the config'}: nested more than {MAX_DEPTH} levels deep (or refers to itself "
+                    "through a YAML alias)"]
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if not isinstance(key, str):
+                    shown = repr(key)
+                    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+                    return [f"{path or 'the top level'}: keys must be strings, got {type(key).__name__} {shown} "
+                            "(quote it)"]
+                stack.append((value, f"{path}.{key}" if path else key, depth + 1))
+        elif isinstance(node, list | tuple):
+            stack.extend((value, f"{path}[{i}]", depth + 1) for i, value in enumerate(node))
+    return []
 
 
 def parse_override(text: str) -> tuple[list[str | int], OverrideValue]:
@@ -143,6 +184,10 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> list[str]
             path, value = parse_override(text)
         except ValueError as exc:
             problems.append(str(exc))
+            continue
+        shape = shape_problems(value.value, f"override {text[:60]!r}")
+        if shape:
+            problems.extend(shape)
             continue
         node: Any = data
         dotted = ""
@@ -282,6 +327,9 @@ def load_config_dict(
     registry: Any = None,
 ) -> MainConfig:
     """Build a :class:`MainConfig` from a dict (plus overrides), resolving components unless told not to."""
+    shape = shape_problems(dict(data))
+    if shape:
+        raise ConfigError(shape, source=source)
     data = _normalize(_deepcopy(dict(data)))
     problems = apply_overrides(data, overrides)
     if problems:

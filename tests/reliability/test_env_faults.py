@@ -156,3 +156,14 @@ def test_faulty_fixture_is_a_conforming_env_when_it_does_not_fault(faulty_plugin
     report = check_env("faulty", {"fail_worker": 7})
     assert report is not None
     assert ROOT.exists()
+
+
+def test_fault_handling_settings_may_change_when_resuming():
+    """Raising a timeout or the restart budget (or switching nan_policy) keeps a checkpoint resumable."""
+    from rlightning_core import load_config
+    from rlightning_core.run import config_hash
+
+    base = config_hash(load_config(CARTPOLE))
+    assert base == config_hash(load_config(CARTPOLE, ["env[0].step_timeout_s=3", "policy.nan_policy=skip",
+                                                      "cluster.max_restarts=9"]))
+    assert base != config_hash(load_config(CARTPOLE, ["env[0].num_envs=3"]))
