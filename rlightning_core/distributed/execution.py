@@ -275,29 +275,82 @@ class RayExecution:
 
     def _start_servers(self) -> None:
         """``cluster.eval_workers`` inference servers; env workers are routed to them (sticky, two halves each)."""
-        from rlightning_core.distributed.inference import InferenceServerActor, route
+        from rlightning_core.distributed.inference import route
 
         cc = self.config.cluster
         self.routes = route(len(self.env_group.actors), cc.eval_workers)
-        ptype = self.policy_cfg.type.replace(":", "-")
-        remote: Any = self.ray.remote(InferenceServerActor)
-        for j in range(cc.eval_workers):
-            halves = [sum(1 for s, h in self.routes if s == j and h == half) for half in (0, 1)]
-            self.servers.append(remote.options(
-                num_cpus=cc.rollout_num_cpus, num_gpus=cc.rollout_num_gpus, name=f"policy-eval-{ptype}-{j}",
-                max_concurrency=64,
-            ).remote(self.policy_cfg, selection=self.selection, seed=derive_seed(self.config.seed, 4, 1000 + j),
-                     observation_space=self.observation_space, action_space=self.action_space, half_sizes=halves,
-                     num_threads=self.policy_cfg.num_threads))
-            self.seeds.record("rollout_server", group=0, rank=j, restart=0,
-                              seed=derive_seed(self.config.seed, 4, 1000 + j))
+        self.server_restarts = [0] * cc.eval_workers
+        self.servers = [self._create_server(j) for j in range(cc.eval_workers)]
         self._server_has_value = self._get(self.servers[0].has_value.remote(), cc.actor_start_timeout_s,
                                            "start the inference servers")
         log.info("inference servers: %d, env workers routed %s", len(self.servers), self.routes)
 
+    def _create_server(self, j: int) -> Any:
+        from rlightning_core.distributed.inference import InferenceServerActor
+
+        cc = self.config.cluster
+        k = self.server_restarts[j]
+        seed = derive_seed(self.config.seed, 4, 1000 + j, k) if k else derive_seed(self.config.seed, 4, 1000 + j)
+        halves = [sum(1 for s, h in self.routes if s == j and h == half) for half in (0, 1)]
+        ptype = self.policy_cfg.type.replace(":", "-")
+        server = self.ray.remote(InferenceServerActor).options(
+            num_cpus=cc.rollout_num_cpus, num_gpus=cc.rollout_num_gpus, name=f"policy-eval-{ptype}-{j}-r{k}",
+            max_concurrency=64,
+        ).remote(self.policy_cfg, selection=self.selection, seed=seed, observation_space=self.observation_space,
+                 action_space=self.action_space, half_sizes=halves, num_threads=self.policy_cfg.num_threads)
+        self.seeds.record("rollout_server", group=0, rank=j, restart=k, seed=seed)
+        return server
+
+    def _alive(self, index: int) -> bool:
+        try:
+            self.ray.get(self.env_group.actors[index].pid.remote(),
+                         timeout=min(30.0, self.config.cluster.call_timeout_s))
+            return True
+        except Exception:
+            return False
+
+    def _revive_servers(self) -> None:
+        """Recreate dead inference servers and re-sync them before any env actor asks them again."""
+        cc = self.config.cluster
+        dead = []
+        for j, server in enumerate(self.servers):
+            try:
+                self.ray.get(server.weight_version.remote(), timeout=min(30.0, cc.call_timeout_s))
+            except (self.ray.exceptions.RayActorError, self.ray.exceptions.GetTimeoutError):
+                dead.append(j)
+        for j in dead:
+            self.restarts += 1
+            if self.restarts > cc.max_restarts:
+                raise WorkerFailure(f"inference server {j} failed and cluster.max_restarts={cc.max_restarts} "
+                                    "worker restarts are used up, so the run stops (the last checkpoint is intact)")
+            log.warning("inference server %d failed; recreating it (restart %d of %d)", j, self.restarts,
+                        cc.max_restarts)
+            try:
+                self.ray.kill(self.servers[j], no_restart=True)
+            except Exception:
+                pass
+            self.server_restarts[j] += 1
+            self.servers[j] = self._create_server(j)
+        if not dead:
+            return
+        if self.strategy == "broadcast":
+            for m in [self.learner, *[s for j, s in enumerate(self.servers) if j not in dead]]:
+                m.leave_collective.remote()
+            self._form_group()
+            self._broadcast(self.version)
+        elif self.strategy == "node_shared":
+            self._setup_shared()
+            self._shared_sync(self.version)
+        else:
+            ref = self.learner.get_weights.remote()
+            self._get([self.servers[j].set_weights.remote(ref, self.version) for j in dead], cc.call_timeout_s,
+                      "re-sync the inference servers")
+
     def _setup_runner(self, w: int, actor: Any) -> None:
         if self.inference_server:
             server, half = self.routes[w]
+            self._runner_server_gen = getattr(self, "_runner_server_gen", [0] * len(self.routes))
+            self._runner_server_gen[w] = self.server_restarts[server]
             actor.setup_remote_rollout.remote(self.servers[server], half, list(self.config.preprocessors),
                                               needs_next_obs=self.needs_next_obs, has_value=self._server_has_value,
                                               timeout_s=self.config.cluster.call_timeout_s)
@@ -372,6 +425,20 @@ class RayExecution:
         return stats
 
     def _restart_runner(self, index: int, exc: BaseException) -> Any:
+        if self.inference_server:
+            self._revive_servers()  # the env actor may have failed only because its server died
+            server = self.routes[index][0]
+            if self._runner_server_gen[index] != self.server_restarts[server] and self._alive(index):
+                log.warning("env worker %d lost its inference server; re-attached to the new one (episodes in "
+                            "flight dropped)", index)
+                self._setup_runner(index, self.env_group.actors[index])
+                slot = self.env_group.slots[index]
+                self.env_group.actors[index].reset.remote(
+                    derive_seed(self.config.seed, 1, slot.config_index, slot.worker_index, slot.restarts))
+                if self.preprocessors:
+                    self.env_group.actors[index].load_preprocessor_states.remote(
+                        [_strip_private(p.state_dict()) for p in self.preprocessors])
+                return self.env_group.actors[index]
         self.restarts += 1
         if self.restarts > self.config.cluster.max_restarts:
             slot = self.env_group.slots[index]
@@ -383,6 +450,8 @@ class RayExecution:
         log.warning("env worker %d failed (%s); recreating it (restart %d of %d, episodes in flight dropped)",
                     index, str(exc).splitlines()[0] if str(exc) else type(exc).__name__, self.restarts,
                     self.config.cluster.max_restarts)
+        if self.inference_server:
+            self._revive_servers()  # the env actor may have failed because its server died
         actor = self.env_group.restart(index)
         self._record_runner_seeds(index)
         self._setup_runner(index, actor)

@@ -65,3 +65,37 @@ def test_dry_run_plan_shows_topology_learners_sync_and_buffer(cartpole_config):
     assert "half A CartPole-v1#0, CartPole-v1#2; half B CartPole-v1#1, CartPole-v1#3" in text
     assert "learners: 2 data-parallel ranks over gloo" in text
     assert "weight sync: node_shared" in text and "buffer: sharded" in text
+
+
+def test_a_killed_inference_server_is_recreated_resynced_and_training_finishes(ray_cluster, tmp_path,
+                                                                              cartpole_config, build_run):
+    from rlightning_core import hookimpl
+    from rlightning_core.plugins import load_plugins
+
+    engine = build_run(server_config(cartpole_config, "engine.total_steps=1024", "engine.eval_every=0",
+                                     "engine.eval_episodes=2"))
+    ex = engine.execution
+    first = ex.servers[0]
+    seen = {}
+
+    class Killer:
+        @hookimpl
+        def on_metrics(self, step, metrics):
+            if metrics.get("iteration") == 2:
+                ray_cluster.kill(ex.servers[0], no_restart=True)
+
+        @hookimpl
+        def on_run_end(self, run_dir, status, error):
+            learner = ray_cluster.get(ex.learner.get_weights.remote())
+            served = ray_cluster.get(ex.servers[0].get_weights.remote())
+            seen["synced"] = all(np.array_equal(served[k], learner[k]) for k in learner)
+
+    engine.plugins = load_plugins(extra=[("killer", Killer())])
+    result = engine.run(tmp_path / "run")
+    assert result.stop_reason == "total_steps" and result.env_steps >= 1024
+    assert ex.servers[0] is not first and ex.server_restarts == [1]
+    assert seen["synced"]  # the new server acts with the learner's weights, bit for bit
+    assert ex.restarts == 1  # the server; its env actors were re-attached, not recreated
+    assert [s.restarts for s in ex.env_group.slots] == [0, 0, 0, 0]
+    ledger = [json.loads(x) for x in (tmp_path / "run" / "seeds.jsonl").read_text().splitlines()]
+    assert [e["restart"] for e in ledger if e["role"] == "rollout_server"] == [0, 1]
