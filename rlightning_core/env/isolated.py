@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import traceback
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -70,6 +71,13 @@ def _serve(conn: Any, component: str, params: Any, build_kwargs: dict[str, Any],
             conn.send((False, _describe(exc)))
 
 
+def _reap(proc: Any) -> None:
+    """Kill a child that is still running (a worker never closed, or a hung one at interpreter exit)."""
+    if proc.is_alive():
+        proc.kill()
+        proc.join(timeout=5)
+
+
 def _describe(exc: BaseException) -> str:
     tb = "".join(traceback.format_exception(exc)).rstrip()
     return f"{type(exc).__name__}: {exc}\n{tb}"
@@ -93,9 +101,12 @@ class ProcessEnvWorker:
         ctx = multiprocessing.get_context("spawn")
         self.timeout_s = float(timeout_s)
         self._conn, child = ctx.Pipe()
+        # not a daemon, so that the hosted worker may start processes of its own (e.g. an async vector env);
+        # the finalizer kills it at the latest when this object goes away or the interpreter exits
         self._proc = ctx.Process(target=_serve, args=(child, component, params, build_kwargs, list(selection)),
-                                 daemon=True, name=f"rlightning-env-{component}-{build_kwargs.get('worker_index', 0)}")
+                                 daemon=False, name=f"rlightning-env-{component}-{build_kwargs.get('worker_index', 0)}")
         self._proc.start()
+        self._reaper = weakref.finalize(self, _reap, self._proc)
         child.close()
         self._closed = False
         self.num_envs, self.observation_space, self.action_space = self._call(
