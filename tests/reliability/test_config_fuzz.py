@@ -21,11 +21,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reliability_helpers import CARTPOLE, run_cli
 
-settings.register_profile("default", max_examples=40, deadline=3000,
+settings.register_profile("rlightning-fuzz", max_examples=40, deadline=3000,
                           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-settings.register_profile("long", max_examples=1500, deadline=5000,
+settings.register_profile("rlightning-fuzz-long", max_examples=1500, deadline=5000,
                           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-PROFILE = os.environ.get("RLIGHTNING_FUZZ_PROFILE", "default")
+PROFILE = "rlightning-fuzz-long" if os.environ.get("RLIGHTNING_FUZZ_PROFILE") == "long" else "rlightning-fuzz"
 
 BASE = yaml.safe_load(CARTPOLE.read_text())
 
