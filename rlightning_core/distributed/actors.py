@@ -77,6 +77,7 @@ class CollectiveMember:
 
         if not self._group_ready:
             raise RuntimeError("init_collective() first")
+        self._ensure_on_device()
         t0 = time.perf_counter()
         for flat in self._flat:  # the modules' tensors are views of these buckets
             dist.broadcast(flat, src=0)
@@ -87,6 +88,43 @@ class CollectiveMember:
 
     def _after_weights(self, version: int) -> None:
         """Hook for receivers (record the version)."""
+
+    # -- cluster.offload for rollout copies: off the GPU while the learner learns, back before acting -------
+    _offload_rollout = False
+    _rollout_offloaded = False
+
+    def _rollout_policy(self) -> Any:
+        """The rollout copy that :meth:`offload_idle` moves (``None``: nothing to move)."""
+        return None
+
+    def set_offload(self, enabled: bool) -> None:
+        """``cluster.offload``: let :meth:`offload_idle` move this rollout copy off its GPU."""
+        self._offload_rollout = bool(enabled)
+
+    def offload_idle(self) -> bool:
+        """Move the idle rollout copy to host memory (the learner is learning); a logged no-op on CPU."""
+        from rlightning_core.distributed.offload import move_policy, offload_wanted
+
+        policy = self._rollout_policy()
+        if (not self._offload_rollout or policy is None or self._rollout_offloaded
+                or getattr(self, "_staging", None) is not None or not offload_wanted(policy.device)):
+            return False  # double buffering keeps its GPU buckets: a transfer may be landing in them
+        self._flat = []
+        move_policy(policy, "cpu")
+        self._rollout_offloaded = True
+        return True
+
+    def _ensure_on_device(self) -> None:
+        """Bring an offloaded rollout copy back (and re-point the weight buckets) before it is used."""
+        if not self._rollout_offloaded:
+            return
+        from rlightning_core.distributed.offload import move_policy
+
+        policy = self._rollout_policy()
+        move_policy(policy, policy.device)
+        if self._layout is not None:
+            self._flat = self._layout.flatten_in_place(self._sync_modules())
+        self._rollout_offloaded = False
 
     def _ensure_layout(self, bucket_bytes: int) -> None:
         """Bucket layout and in-place flattening (once; the collective group may already have done it)."""
@@ -179,6 +217,7 @@ class CollectiveMember:
 
     def shm_read(self, version: int) -> float:
         """Load slot ``version % 2`` into the live weights; returns seconds (the rollout pause)."""
+        self._ensure_on_device()
         t0 = time.perf_counter()
         self._shm.read(self._flat, version)
         self._after_weights(version)
@@ -264,6 +303,9 @@ class EnvRunnerActor(CollectiveMember):
     def _sync_modules(self) -> dict[str, Any]:
         return self.runner.policy.modules()
 
+    def _rollout_policy(self) -> Any:
+        return self.runner.policy if self.runner is not None and self.runner.policy.modules() else None
+
     def _after_weights(self, version: int) -> None:
         self.runner.policy.weight_version = version
 
@@ -289,6 +331,7 @@ class EnvRunnerActor(CollectiveMember):
 
         With a buffer shard (``cluster.sharded_buffer``) the chunk stays here and a receipt is returned.
         """
+        self._ensure_on_device()
         chunk, stats = self.runner.collect(num_steps)
         stats.preprocessor_states = [p.state_dict() for p in self.runner.preprocessors] or None
         if getattr(self, "sharded", False):
@@ -349,6 +392,7 @@ class EnvRunnerActor(CollectiveMember):
 
     def set_weights(self, weights: dict[str, np.ndarray], version: int) -> None:
         """Object-store strategy: copy numpy weights in."""
+        self._ensure_on_device()
         self.runner.policy.set_weights(weights, version)
 
     def get_weights(self) -> dict[str, np.ndarray]:

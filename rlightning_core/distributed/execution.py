@@ -299,6 +299,8 @@ class RayExecution:
         ).remote(self.policy_cfg, selection=self.selection, seed=seed, observation_space=self.observation_space,
                  action_space=self.action_space, half_sizes=halves, num_threads=self.policy_cfg.num_threads)
         self.seeds.record("rollout_server", group=0, rank=j, restart=k, seed=seed)
+        if cc.offload:
+            server.set_offload.remote(True)
         return server
 
     def _alive(self, index: int) -> bool:
@@ -347,6 +349,8 @@ class RayExecution:
                       "re-sync the inference servers")
 
     def _setup_runner(self, w: int, actor: Any) -> None:
+        if self.config.cluster.offload:  # a GPU rollout copy leaves the GPU while the learner learns
+            actor.set_offload.remote(True)
         if self.inference_server:
             server, half = self.routes[w]
             self._runner_server_gen = getattr(self, "_runner_server_gen", [0] * len(self.routes))
@@ -411,9 +415,9 @@ class RayExecution:
             # recreate, then collect again. Dead or hung actors first: re-forming the weight-sync group needs
             # every other member responsive (a runner whose env raised is idle and can take part)
             failed.sort(key=lambda f: isinstance(f[1], EnvStepError))
-            for i, exc in failed:
+            for i, err in failed:
                 faults[i] += 1
-                self._restart_runner(i, exc)
+                self._restart_runner(i, err)
             for i, _ in failed:
                 chunks[i], todo[i] = self.env_group.actors[i].collect.options(num_returns=2).remote(num_steps)
         for i, n in enumerate(faults):
@@ -442,7 +446,8 @@ class RayExecution:
         self.restarts += 1
         if self.restarts > self.config.cluster.max_restarts:
             slot = self.env_group.slots[index]
-            cause = exc.cause if isinstance(getattr(exc, "cause", None), EnvStepError) else exc
+            cause = getattr(exc, "cause", None)
+            cause = cause if isinstance(cause, EnvStepError) else exc
             raise WorkerFailure(f"env[{slot.config_index}] ({slot.label}, type {slot.cfg.type!r}) worker "
                                 f"{slot.worker_index} failed and cluster.max_restarts="
                                 f"{self.config.cluster.max_restarts} worker restarts are used up, so the run stops "
@@ -571,6 +576,9 @@ class RayExecution:
     def learn(self, progress: float) -> dict[str, float]:
         """The learner stores the chunks (resolved from the object store by Ray) and updates."""
         chunks, self._pending_chunks = self._pending_chunks, []
+        if self.config.cluster.offload:  # the rollout copies idle while the learner learns
+            for a in self.rollout_actors:
+                a.offload_idle.remote()
         try:  # every rank gets every chunk ref and stores its own slice of the env columns
             results = self.ray.get([ln.learn.remote(progress, *chunks) for ln in self.learners],
                                    timeout=self.config.cluster.call_timeout_s)

@@ -66,11 +66,15 @@ class InferenceServerActor(CollectiveMember):
     def _sync_modules(self) -> dict[str, Any]:
         return self.policy.modules()
 
+    def _rollout_policy(self) -> Any:
+        return self.policy
+
     def _after_weights(self, version: int) -> None:
         self.policy.weight_version = version
 
     def set_weights(self, weights: dict[str, np.ndarray], version: int) -> None:
         """Object-store strategy: copy numpy weights in."""
+        self._ensure_on_device()
         self.policy.set_weights(weights, version)
 
     def get_weights(self) -> dict[str, np.ndarray]:
@@ -109,6 +113,7 @@ class InferenceServerActor(CollectiveMember):
             self._deadline[half] = None
         if not queue:
             return
+        self._ensure_on_device()
         t0 = time.perf_counter()
         sizes = [len(o) for o, _ in queue]
         try:
@@ -132,6 +137,7 @@ class InferenceServerActor(CollectiveMember):
 
     async def value(self, obs: np.ndarray) -> np.ndarray:
         """State values (bootstrapping); rare, so answered at once, not batched."""
+        self._ensure_on_device()
         return self.policy.value(obs)
 
 

@@ -66,3 +66,29 @@ def test_offload_moves_model_and_optimizer_state_to_host_and_back(cartpole_confi
     again = actor.get_weights()
     assert all(np.array_equal(weights[k], again[k]) for k in weights)
     policy.optimizer.step()  # and the optimizer still works on the moved state
+
+
+@pytest.mark.ray
+def test_a_ray_run_with_offload_on_cpu_trains_unchanged(ray_cluster, tmp_path, cartpole_config, build_run):
+    """The driver's offload calls (learners after each sync, rollout copies before each learn) are no-ops here."""
+    config = cartpole_config("cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", "checkpoint.every=0",
+                             "cluster.offload=true", "engine.total_steps=768", "engine.eval_every=0",
+                             "engine.eval_episodes=2")
+    engine = build_run(config)
+    result = engine.run(tmp_path / "run")
+    assert result.stop_reason == "total_steps" and result.env_steps == 768
+
+
+def test_rollout_offload_is_a_noop_for_a_cpu_copy(cartpole_config):
+    from rlightning_core.distributed.actors import EnvRunnerActor
+    from rlightning_core.plugins import get_plugins
+
+    config = cartpole_config()
+    actor = EnvRunnerActor(config.env[0], selection=get_plugins().selection(), num_envs=2, seed=0, worker_index=0,
+                           label="CartPole-v1", column=0)
+    actor.setup_rollout(config.policy, [], policy_seed=0, needs_next_obs=False)
+    actor.set_offload(True)
+    assert actor.offload_idle() is False and not actor._rollout_offloaded
+    _, stats = actor.collect(4)
+    assert stats.steps == 8
+    actor.close()
