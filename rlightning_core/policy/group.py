@@ -61,7 +61,7 @@ class PolicyGroup:
                             f"{type(policy).__name__}, which does not derive from rlightning_core BasePolicy")
         from rlightning_core.policy.numerics import NumericGuard
 
-        policy.numerics = NumericGuard(self.policy_cfg.nan_policy)  # what its update steps do on NaN/inf
+        policy.numerics = NumericGuard(self.policy_cfg.nan_policy)  # type: ignore[attr-defined]  # on NaN/inf
         return policy
 
     def materialize(self, observation_space: Any, action_space: Any, *, seed: int = 0) -> None:
