@@ -172,7 +172,7 @@ class EnvRunner:
                                phase=phase, kind="non_finite")
 
     def _recover(self, exc: EnvStepError) -> None:
-        """Replace the failed worker (budget permitting) and reset the new one; its episodes in flight are lost."""
+        """Replace the failed worker (budget permitting); its episodes in flight are lost, the next use resets it."""
         if self.rebuild is None or self.budget is None:
             raise exc
         self.budget.take(self.who, exc)
