@@ -126,7 +126,7 @@ def test_code_in_a_string_value_stays_a_string(tmp_path):
     from rlightning_core import load_config
 
     code = f"__import__('os').system('touch {tmp_path / 'pwned'}')"
-    config = load_config(CARTPOLE, [f"name={code}"])
+    config = load_config(CARTPOLE, [f"name={code}"], resolve=False)
     assert config.name == code
     assert not (tmp_path / "pwned").exists()
 
