@@ -85,7 +85,7 @@ class NumericGuard:
 
     @staticmethod
     def grad_norm(params: Iterable[Any], max_norm: float | None = None) -> Any:
-        """The global L2 norm of the gradients (a tensor), clipping them to ``max_norm`` when it is given.
+        """The global L2 norm of the gradients (a tensor; ``None`` without any), clipped to ``max_norm`` if given.
 
         Clips like ``clip_grad_norm_``; a non-finite norm leaves the gradients non-finite (the step is then never
         taken).
@@ -96,7 +96,7 @@ class NumericGuard:
         if max_norm is not None:
             return torch.nn.utils.clip_grad_norm_(params, max_norm)
         if not params:
-            return torch.zeros(())
+            return None
         return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in params]))
 
     def check(self, values: Mapping[str, Any], grad_norm: Any = None, *, where: str = "update",
@@ -118,8 +118,10 @@ class NumericGuard:
         items = dict(values)
         if grad_norm is not None:
             items["grad/norm"] = grad_norm
-        tensors = [torch.as_tensor(v, dtype=torch.float32).detach().reshape(-1) for v in items.values()]
-        if bool(torch.isfinite(torch.cat(tensors)).all()):  # the one host sync
+        device = next((v.device for v in items.values() if isinstance(v, torch.Tensor)), None)
+        tensors = [torch.as_tensor(v, dtype=torch.float32, device=device).detach().reshape(-1)
+                   for v in items.values()]  # one device, so one cat and one sync
+        if not tensors or bool(torch.isfinite(torch.cat(tensors)).all()):  # the one host sync
             return True
         offending = {k: float(t.float().sum()) for k, t in zip(items, tensors, strict=True)
                      if not bool(torch.isfinite(t).all())}
