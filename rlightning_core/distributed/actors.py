@@ -32,6 +32,7 @@ class CollectiveMember:
     _group_ready = False
     _layout: Any = None
     _tensors: Any = None
+    _shm: Any = None
 
     def _sync_modules(self) -> dict[str, Any]:
         raise NotImplementedError
@@ -344,7 +345,7 @@ class EnvRunnerActor(CollectiveMember):
         self.sharded, self.shard_on_policy = True, on_policy
         self.shard_chunks: list[Any] = []
         self.shard_added = 0
-        self.shard = None if on_policy else self.plugins.registry.resolve("buffer", buffer_type).build(
+        self.shard: Any = None if on_policy else self.plugins.registry.resolve("buffer", buffer_type).build(
             buffer_params, spec=spec)
 
     def _keep_in_shard(self, chunk: Any) -> Any:
@@ -528,10 +529,11 @@ class LearnerActor(CollectiveMember):
         """The chunks to store: gathered from the shards, or those sent (receipts are not data)."""
         from rlightning_core.buffer.sharded import ShardReceipt
 
-        if getattr(self, "gather_from", None):
+        gather_from: list[Any] | None = getattr(self, "gather_from", None)
+        if gather_from:
             import ray
 
-            gathered = ray.get([r.shard_gather.remote() for r in self.gather_from])
+            gathered = ray.get([r.shard_gather.remote() for r in gather_from])
             return [c for part in gathered for c in part]
         return [c for c in chunks if not isinstance(c, ShardReceipt)]
 

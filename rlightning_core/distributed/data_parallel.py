@@ -32,8 +32,10 @@ def make_process_group(backend: str, addr: str, port: int, rank: int, world_size
 
     timeout = datetime.timedelta(seconds=timeout_s)
     store = dist.TCPStore(addr, port, world_size, rank == 0, timeout=timeout)
+    pg: Any
     if backend == "nccl":
-        pg = dist.ProcessGroupNCCL(store, rank, world_size)
+        nccl: Any = dist.ProcessGroupNCCL
+        pg = nccl(store, rank, world_size)
     else:
         pg = dist.ProcessGroupGloo(store, rank, world_size, timeout)
     return store, pg
@@ -96,7 +98,11 @@ class DataParallelGroup:
 
     def _reduce(self) -> None:
         touched, self._touched, self._queued = sorted(self._touched), set(), False
-        grads = [self.params[i].grad for i in touched if self.params[i].grad is not None]
+        grads: list[torch.Tensor] = []
+        for i in touched:
+            grad = self.params[i].grad
+            if grad is not None:
+                grads.append(grad)
         self.all_reduce_mean_(grads)
         self.reductions += 1
 
@@ -110,24 +116,26 @@ class DataParallelGroup:
             groups.setdefault((t.dtype, t.device), []).append(t)
         for (dtype, _), ts in groups.items():
             itemsize = torch.empty((), dtype=dtype).element_size()
-            bucket: list[torch.Tensor] = []
+            buckets: list[list[torch.Tensor]] = [[]]
             size = 0
-            for t in [*ts, None]:
-                if t is not None and (not bucket or (size + t.numel()) * itemsize <= self.bucket_bytes):
-                    bucket.append(t)
-                    size += t.numel()
+            for t in ts:
+                if buckets[-1] and (size + t.numel()) * itemsize > self.bucket_bytes:
+                    buckets.append([])
+                    size = 0
+                buckets[-1].append(t)
+                size += t.numel()
+            for bucket in buckets:
+                if not bucket:
                     continue
-                if bucket:
-                    flat = torch.cat([b.reshape(-1) for b in bucket])
-                    opts = dist.AllreduceOptions()
-                    opts.reduceOp = dist.ReduceOp.SUM
-                    self.pg.allreduce([flat], opts).wait()
-                    flat.div_(self.world_size)
-                    offset = 0
-                    for b in bucket:
-                        b.copy_(flat[offset: offset + b.numel()].view_as(b))
-                        offset += b.numel()
-                bucket, size = ([t], t.numel()) if t is not None else ([], 0)
+                flat = torch.cat([b.reshape(-1) for b in bucket])
+                opts: Any = dist.AllreduceOptions()
+                opts.reduceOp = dist.ReduceOp.SUM
+                self.pg.allreduce([flat], opts).wait()
+                flat.div_(self.world_size)
+                offset = 0
+                for b in bucket:
+                    b.copy_(flat[offset: offset + b.numel()].view_as(b))
+                    offset += b.numel()
 
     def broadcast_(self, tensors: Sequence[torch.Tensor], src: int = 0) -> None:
         """Overwrite ``tensors`` on every rank with rank ``src``'s values (initial parameters)."""

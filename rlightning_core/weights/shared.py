@@ -67,11 +67,12 @@ class SharedWeightSlots:
                     pass
         finally:
             os.close(fd)
-        self._mm = np.memmap(self.path, dtype=np.uint8, mode="r+", shape=(size,))
+        mapped: Any = np.memmap(self.path, dtype=np.uint8, mode="r+", shape=(size,))
+        self._mm: Any = mapped
         populate = getattr(mmap, "MADV_POPULATE_WRITE", None)
         try:  # and map them into this process up front, without changing a byte (the slots may hold weights)
             if populate is not None:  # Linux >= 5.14
-                self._mm._mmap.madvise(populate)
+                mapped._mmap.madvise(populate)
             else:
                 int(self._mm[:: mmap.PAGESIZE].sum())  # one read per page
         except (OSError, AttributeError, ValueError):
