@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import logging
-import numbers
 import re
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rlightning_core.logging.numeric import NumericMetrics
 from rlightning_mlflow.params import MlflowParams
 
 __all__ = ["MlflowLogger"]
@@ -61,7 +61,7 @@ class MlflowLogger:
         except MlflowException as exc:  # a bad URI, an unreachable server, refused credentials
             raise UserError(f"logger 'mlflow' could not open a run in {self.tracking_uri!r} "
                             f"(params.tracking_uri): {exc}") from exc
-        self._skipped: set[str] = set()
+        self._numeric = NumericMetrics("mlflow logger")
         self._closed = False
 
     # -- setup -----------------------------------------------------------------------------------------------
@@ -124,16 +124,8 @@ class MlflowLogger:
 
         self._check_open()
         now = int(time.time() * 1000)
-        batch = []
-        for key, value in metrics.items():
-            number = _as_float(value)
-            if number is None:
-                if key not in self._skipped:
-                    self._skipped.add(key)
-                    log.warning("mlflow logger: metric %r is not a number (%s), not logged", key,
-                                type(value).__name__)
-                continue
-            batch.append(Metric(_BAD_NAME_CHARS.sub("_", key), number, now, int(step)))
+        batch = [Metric(_BAD_NAME_CHARS.sub("_", key), number, now, int(step))
+                 for key, number in self._numeric(metrics).items()]
         for i in range(0, len(batch), _MAX_METRICS):
             self.client.log_batch(self.run_id, metrics=batch[i: i + _MAX_METRICS])
 
@@ -159,13 +151,3 @@ def _param_name(key: str) -> str:
     """``env[0].type`` -> ``env.0.type`` (MLflow refuses brackets in names)."""
     return _BAD_NAME_CHARS.sub("_", re.sub(r"\[(\d+)\]", r".\1", key))
 
-
-def _as_float(value: Any) -> float | None:
-    """``float(value)`` for real numbers (and 0-d arrays/tensors), ``None`` for anything else."""
-    if isinstance(value, numbers.Real):
-        return float(value)
-    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
-        item = value.item()
-        if isinstance(item, numbers.Real):
-            return float(item)
-    return None

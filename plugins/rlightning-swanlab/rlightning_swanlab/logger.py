@@ -8,11 +8,11 @@ rlightning runs one after the other are fine).
 from __future__ import annotations
 
 import logging
-import numbers
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rlightning_core.logging.numeric import NumericMetrics
 from rlightning_swanlab.params import SwanlabParams
 
 __all__ = ["SwanlabLogger"]
@@ -53,23 +53,14 @@ class SwanlabLogger:
             tags=list(params.tags) or None, config=flat_run_config(self.run_dir) if params.log_config else None,
             settings=settings, reinit=True,
         )
-        self._skipped: set[str] = set()
+        self._numeric = NumericMetrics("swanlab logger")
         self._closed = False
 
     def log(self, step: int, metrics: Mapping[str, Any]) -> None:
         """Log one point per numeric metric at ``step``."""
         if self._closed:
             raise RuntimeError(f"SwanlabLogger for {self.run_dir} is closed; create a new one to log")
-        row: dict[str, float] = {}
-        for key, value in metrics.items():
-            number = _as_float(value)
-            if number is None:
-                if key not in self._skipped:
-                    self._skipped.add(key)
-                    log.warning("swanlab logger: metric %r is not a number (%s), not logged", key,
-                                type(value).__name__)
-                continue
-            row[key] = number
+        row = self._numeric(metrics)
         if row:
             self.run.log(row, step=int(step))
 
@@ -79,13 +70,3 @@ class SwanlabLogger:
             self._closed = True
             self.run.finish()
 
-
-def _as_float(value: Any) -> float | None:
-    """``float(value)`` for real numbers (and 0-d arrays/tensors), ``None`` for anything else."""
-    if isinstance(value, numbers.Real):
-        return float(value)
-    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
-        item = value.item()
-        if isinstance(item, numbers.Real):
-            return float(item)
-    return None

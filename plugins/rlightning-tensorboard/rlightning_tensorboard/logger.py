@@ -7,11 +7,11 @@ writer classes are internal or marked experimental); torch is imported when the 
 from __future__ import annotations
 
 import logging
-import numbers
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rlightning_core.logging.numeric import NumericMetrics
 from rlightning_tensorboard.params import TensorBoardParams
 
 __all__ = ["TensorBoardLogger"]
@@ -43,7 +43,7 @@ class TensorBoardLogger:
         self.log_dir = Path(run_dir) / params.subdir
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._writer: Any = SummaryWriter(log_dir=str(self.log_dir), flush_secs=params.flush_secs)
-        self._skipped: set[str] = set()
+        self._numeric = NumericMetrics("tensorboard logger")
         self._closed = False
 
     def log(self, step: int, metrics: Mapping[str, Any]) -> None:
@@ -51,14 +51,7 @@ class TensorBoardLogger:
         if self._closed:
             raise RuntimeError(f"TensorBoardLogger for {self.log_dir} is closed; create a new one to log")
         step = int(step)
-        for tag, value in metrics.items():
-            number = _as_float(value)
-            if number is None:
-                if tag not in self._skipped:
-                    self._skipped.add(tag)
-                    log.warning("tensorboard logger: metric %r is not a number (%s), not logged",
-                                tag, type(value).__name__)
-                continue
+        for tag, number in self._numeric(metrics).items():
             self._writer.add_scalar(tag, number, global_step=step)
 
     def log_video(self, step: int, path: str | Path, *, tag: str = "video", fps: int = 30) -> None:
@@ -111,13 +104,3 @@ def _gif(frames: Any, fps: float) -> bytes:
                    duration=max(20, round(1000 / fps)), loop=0)
     return buffer.getvalue()
 
-
-def _as_float(value: Any) -> float | None:
-    """``float(value)`` for real numbers (and 0-d arrays/tensors), ``None`` for anything else."""
-    if isinstance(value, numbers.Real):
-        return float(value)
-    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
-        item = value.item()
-        if isinstance(item, numbers.Real):
-            return float(item)
-    return None

@@ -8,12 +8,12 @@ object, never wandb's global ``wandb.run``.
 from __future__ import annotations
 
 import logging
-import numbers
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rlightning_core.logging.numeric import NumericMetrics
 from rlightning_wandb.params import WandbParams
 
 __all__ = ["WandbLogger"]
@@ -59,22 +59,13 @@ class WandbLogger:
                             "(run `wandb login` or set WANDB_API_KEY, or use params.mode: offline)") from exc
         self.run_path = Path(self.run.dir).parent if params.mode != "disabled" else None
         """W&B's folder for this run (``RUN_DIR/wandb/offline-run-...``), ``None`` when disabled."""
-        self._skipped: set[str] = set()
+        self._numeric = NumericMetrics("wandb logger")
         self._closed = False
 
     def log(self, step: int, metrics: Mapping[str, Any]) -> None:
         """Add one history row at ``step`` with every numeric metric."""
         self._check_open()
-        row: dict[str, float] = {}
-        for key, value in metrics.items():
-            number = _as_float(value)
-            if number is None:
-                if key not in self._skipped:
-                    self._skipped.add(key)
-                    log.warning("wandb logger: metric %r is not a number (%s), not logged", key,
-                                type(value).__name__)
-                continue
-            row[key] = number
+        row = self._numeric(metrics)
         if row:
             self.run.log(row, step=int(step))
 
@@ -111,13 +102,3 @@ class WandbLogger:
         if self._closed:
             raise RuntimeError(f"WandbLogger for {self.run_dir} is closed; create a new one to log")
 
-
-def _as_float(value: Any) -> float | None:
-    """``float(value)`` for real numbers (and 0-d arrays/tensors), ``None`` for anything else."""
-    if isinstance(value, numbers.Real):
-        return float(value)
-    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
-        item = value.item()
-        if isinstance(item, numbers.Real):
-            return float(item)
-    return None
