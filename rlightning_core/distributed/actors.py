@@ -581,15 +581,19 @@ class LearnerActor(CollectiveMember):
             self._flat = self._layout.flatten_in_place(self._sync_modules())
         self.offloaded = False
 
-    def learn(self, progress: float, *chunks: Any) -> dict[str, float]:
-        """Store the chunks (Ray resolved the refs; a data-parallel rank its slice), learn, reset on-policy data."""
+    def learn(self, progress: float, *chunks: Any, with_weights: bool = False) -> Any:
+        """Store the chunks (Ray resolved the refs; a data-parallel rank its slice), learn, reset on-policy data.
+
+        Returns the metrics, or ``(metrics, weights)`` with ``with_weights``: a small policy's new weights ride
+        the reply, so the driver can send them on without another transfer.
+        """
         self._before_learn()
         for chunk in self._incoming(chunks):
             self.buffer.add(self._shard(chunk))
         metrics = self.policy.learn(self.buffer, progress=progress)
         if hasattr(self.buffer, "reset"):
             self.buffer.reset()
-        return metrics
+        return (metrics, self.policy.get_weights()) if with_weights else metrics
 
     def learn_chunks(self, progress: float, version: int, max_staleness: int | None, *chunks: Any) -> dict[str, Any]:
         """Store the chunks whose policy lag (``version`` minus the chunk's) is within ``max_staleness``, learn.

@@ -26,6 +26,9 @@ __all__ = ["RayExecution", "WorkerFailure"]
 
 log = logging.getLogger("rlightning")
 
+#: ``weight_sync: auto`` on CPU learners: weights up to this size ride the learner's reply (no collective).
+REPLY_SYNC_MAX_BYTES = 1 << 20
+
 
 class WorkerFailure(RlightningError):
     """A worker actor failed more often than ``cluster.max_restarts`` allows, or the learner failed."""
@@ -174,6 +177,9 @@ class RayExecution:
         t4 = clock()
         self.version = 0
         self._staging_refs: list[Any] = []
+        self._sync_refs: list[Any] = []  # a weight transfer queued ahead of the runners' next collect
+        self._sync_info: dict[str, float] = {}
+        self._fresh_weights: dict[str, Any] | None = None  # rank 0's weights from the last learn reply
         self._blocking_sync = True  # the first sync (and re-syncs after restarts, resumes) completes at once
         if self.strategy in ("broadcast", "double_buffer"):
             self._form_group()
@@ -424,6 +430,7 @@ class RayExecution:
             if n:
                 stats[i].restarts += n
                 stats[i].dropped_episodes += n * self.env_group.slots[i].cfg.num_envs
+        self._finish_sync()  # ran before the chunks on every runner; a restart above already re-synced
         self._pending_chunks = chunks
         self._merge_preprocessors(stats)
         return stats
@@ -457,6 +464,7 @@ class RayExecution:
                     self.config.cluster.max_restarts)
         if self.inference_server:
             self._revive_servers()  # the env actor may have failed because its server died
+        self._finish_sync(ignore_errors=True)  # a queued transfer the dead worker was part of failed or hangs
         actor = self.env_group.restart(index)
         self._record_runner_seeds(index)
         self._setup_runner(index, actor)
@@ -579,24 +587,70 @@ class RayExecution:
         if self.config.cluster.offload:  # the rollout copies idle while the learner learns
             for a in self.rollout_actors:
                 a.offload_idle.remote()
+        reply = self._reply_sync()
         try:  # every rank gets every chunk ref and stores its own slice of the env columns
-            results = self.ray.get([ln.learn.remote(progress, *chunks) for ln in self.learners],
+            results = self.ray.get([ln.learn.remote(progress, *chunks, with_weights=reply and r == 0)
+                                    for r, ln in enumerate(self.learners)],
                                    timeout=self.config.cluster.call_timeout_s)
         except self.ray.exceptions.RayActorError as exc:
             raise self._learner_failed(exc) from exc
+        if reply:
+            results[0], self._fresh_weights = results[0]
         return mean_metrics(results)
+
+    def _reply_sync(self) -> bool:
+        """``weight_sync: auto`` with a small policy on CPU learners: the weights come back with the learn reply.
+
+        :meth:`sync` then queues them (numpy, copied in bit for bit) ahead of each runner's next collect: no
+        collective that needs the learner and every runner scheduled at once, no extra round trip.
+        """
+        cc = self.config.cluster
+        return (cc.weight_sync == "auto" and self.strategy == "broadcast" and self._queue_sync()
+                and cc.learner_num_gpus == 0 and 0 < self._sync_info.get("bytes", 0.0) <= REPLY_SYNC_MAX_BYTES)
 
     def _broadcast(self, version: int) -> dict[str, float]:
         members = [self.learner, *self.rollout_actors]
         results = self._get([m.broadcast_weights.remote(version) for m in members],
                             self.config.cluster.call_timeout_s, "broadcast weights")
+        self._sync_info = results[0]
         return results[0]
+
+    def _queue_sync(self) -> bool:
+        """Whether :meth:`sync` may return before the transfer ends.
+
+        Each env runner runs its calls in order on one thread, so a transfer sent just before its next collect
+        completes before that collect starts: the driver does not wait for it (one round trip per iteration
+        saved; it checks the result together with the chunks). Not for the inference-server topology (its
+        rollout actors are threaded) nor for the first sync, re-syncs after a restart or a resume.
+        """
+        return (not self._blocking_sync and not self.inference_server
+                and self.strategy in ("broadcast", "object_store"))
+
+    def _finish_sync(self, *, ignore_errors: bool = False) -> None:
+        """Wait for a transfer :meth:`sync` queued (raising its error unless ``ignore_errors``)."""
+        refs, self._sync_refs = getattr(self, "_sync_refs", []), []
+        if not refs:
+            return
+        try:
+            self._get(refs, self.config.cluster.call_timeout_s, "send weights")
+        except Exception:
+            if not ignore_errors:
+                raise
 
     def sync(self) -> tuple[int, dict[str, float]]:
         """Push the learner's weights (and merged preprocessor statistics) to every rollout copy."""
         t0 = time.perf_counter()
         self.version += 1
-        if self.strategy == "broadcast":
+        queued = self._queue_sync()
+        fresh, self._fresh_weights = self._fresh_weights, None
+        if self.strategy == "broadcast" and queued and fresh is not None:
+            self._sync_refs += [a.set_weights.remote(fresh, self.version) for a in self.rollout_actors]
+            metrics = {"sync/bytes": self._sync_info.get("bytes", 0.0)}
+        elif self.strategy == "broadcast" and queued:
+            self._sync_refs += [m.broadcast_weights.remote(self.version) for m in [self.learner, *self.rollout_actors]]
+            info = self._sync_info  # the layout does not change between syncs
+            metrics = {"sync/bytes": info.get("bytes", 0.0), "sync/buckets": info.get("buckets", 0.0)}
+        elif self.strategy == "broadcast":
             info = self._broadcast(self.version)
             metrics = {"sync/bytes": info["bytes"], "sync/buckets": info["buckets"]}
         elif self.strategy == "double_buffer":
@@ -605,8 +659,11 @@ class RayExecution:
             metrics = self._shared_sync(self.version)
         else:
             ref = self.learner.get_weights.remote()
-            self._get([a.set_weights.remote(ref, self.version) for a in self.rollout_actors],
-                      self.config.cluster.call_timeout_s, "send weights through the object store")
+            refs = [a.set_weights.remote(ref, self.version) for a in self.rollout_actors]
+            if queued:
+                self._sync_refs += refs
+            else:
+                self._get(refs, self.config.cluster.call_timeout_s, "send weights through the object store")
             metrics = {}
         if self.preprocessors:
             states = [_strip_private(p.state_dict()) for p in self.preprocessors]
@@ -759,6 +816,7 @@ class RayExecution:
             except Exception:
                 pass
         self._drain_staging(ignore_errors=True)
+        self._finish_sync(ignore_errors=True)
         for server in getattr(self, "servers", []):
             try:
                 self.ray.kill(server, no_restart=True)
