@@ -131,6 +131,16 @@ class NumericGuard:
         items = dict(values)
         if grad_norm is not None:
             items["grad/norm"] = grad_norm
+        scalars = list(items.values())
+        if all(isinstance(v, torch.Tensor) and v.dim() == 0 for v in scalars):
+            # fast path: a sum of scalars is finite only if every term is (one op per term, one sync); a
+            # non-finite sum (NaN, inf, or an overflow of large finite terms) is re-checked term by term below
+            with torch.no_grad():
+                total = scalars[0]
+                for v in scalars[1:]:
+                    total = total + v
+                if bool(torch.isfinite(total)):
+                    return True
         device = next((v.device for v in items.values() if isinstance(v, torch.Tensor)), None)
         tensors = [torch.as_tensor(v, dtype=torch.float32, device=device).detach().reshape(-1)
                    for v in items.values()]  # one device, so one cat and one sync
