@@ -249,15 +249,30 @@ class EnvRunnerActor(CollectiveMember):
 
     def __init__(self, env_cfg: Any, *, selection: Sequence[str], num_envs: int, seed: int, worker_index: int,
                  label: str, column: int, num_threads: int = 1) -> None:
-        import torch
-
-        torch.set_num_threads(num_threads)
+        # torch is imported by the first call that needs it (:meth:`build_rollout_policy`), not here: the driver
+        # learns the spaces ~2 s of CPU sooner and the learner builds while this process imports torch
+        self.num_threads = num_threads
+        self._threads_set = False
+        self._limit_torch_threads(only_if_imported=True)  # an env plugin may have brought torch in already
         self.plugins = _load_plugins(selection)
         spec = self.plugins.registry.resolve("env", env_cfg.type)
         self.worker = spec.build(env_cfg.params, num_envs=num_envs, seed=seed, worker_index=worker_index)
+        self._limit_torch_threads(only_if_imported=True)
         self.label, self.column = label, column
         self.runner: Any = None
         self.last_actions: Any = None
+        self._prebuilt: tuple[Any, Any] | None = None
+
+    def _limit_torch_threads(self, only_if_imported: bool = False) -> None:
+        """Apply ``torch.set_num_threads`` once torch is here (importing it unless ``only_if_imported``)."""
+        import sys
+
+        if self._threads_set or (only_if_imported and "torch" not in sys.modules):
+            return
+        import torch
+
+        torch.set_num_threads(self.num_threads)
+        self._threads_set = True
 
     def pid(self) -> int:
         """The actor's process id (tests kill it)."""
@@ -267,18 +282,38 @@ class EnvRunnerActor(CollectiveMember):
         """Single-env observation and action spaces, and ``num_envs``."""
         return self.worker.observation_space, self.worker.action_space, int(self.worker.num_envs)
 
-    def setup_rollout(self, policy_cfg: Any, preprocessor_cfgs: Sequence[Any], *, policy_seed: int,
-                      needs_next_obs: bool) -> None:
-        """Build the rollout policy copy and the preprocessors, and wrap everything in an EnvRunner."""
-        from rlightning_core.env.runner import EnvRunner
+    def build_rollout_policy(self, policy_cfg: Any, *, policy_seed: int) -> None:
+        """Build the rollout policy copy ahead of :meth:`setup_rollout` (which then uses it).
+
+        The driver calls this as soon as the spaces are known, so this process imports torch and builds its
+        copy while the learner builds its own, instead of after it.
+        """
+        self._prebuilt = ((policy_cfg, int(policy_seed)), self._build_policy(policy_cfg, policy_seed))
+
+    def _build_policy(self, policy_cfg: Any, policy_seed: int) -> Any:
         from rlightning_core.policy.base import PolicyRole
         from rlightning_core.policy.group import resolve_device
 
-        reg = self.plugins.registry
-        policy = reg.resolve("policy", policy_cfg.type).build(
+        self._limit_torch_threads()
+        return self.plugins.registry.resolve("policy", policy_cfg.type).build(
             policy_cfg.params, observation_space=self.worker.observation_space,
             action_space=self.worker.action_space, role=PolicyRole.EVAL,
             device=resolve_device(policy_cfg.rollout_device), seed=policy_seed)
+
+    def setup_rollout(self, policy_cfg: Any, preprocessor_cfgs: Sequence[Any], *, policy_seed: int,
+                      needs_next_obs: bool) -> None:
+        """Wrap the rollout policy copy and the preprocessors in an EnvRunner.
+
+        The copy :meth:`build_rollout_policy` built for the same config and seed is used; else one is built.
+        """
+        from rlightning_core.env.runner import EnvRunner
+
+        reg = self.plugins.registry
+        prebuilt, self._prebuilt = self._prebuilt, None
+        if prebuilt is not None and prebuilt[0] == (policy_cfg, int(policy_seed)):
+            policy = prebuilt[1]
+        else:
+            policy = self._build_policy(policy_cfg, policy_seed)
         pre = [reg.resolve("preprocessor", pc.type).build(pc.params, observation_space=self.worker.observation_space,
                                                           num_envs=self.worker.num_envs)
                for pc in preprocessor_cfgs]
@@ -291,6 +326,7 @@ class EnvRunnerActor(CollectiveMember):
         from rlightning_core.distributed.inference import RemotePolicy
         from rlightning_core.env.runner import EnvRunner
 
+        self._limit_torch_threads()
         reg = self.plugins.registry
         policy = RemotePolicy(server, half, observation_space=self.worker.observation_space,
                               action_space=self.worker.action_space, timeout_s=timeout_s)
@@ -342,6 +378,7 @@ class EnvRunnerActor(CollectiveMember):
     # -- buffer shard (cluster.sharded_buffer) ---------------------------------------------------------------
     def bind_shard(self, buffer_type: str, buffer_params: Any, spec: Any, on_policy: bool) -> None:
         """Keep collected transitions here: a chunk list (on-policy) or a replay shard of this worker's envs."""
+        self._limit_torch_threads()  # the shard's storage is torch
         self.sharded, self.shard_on_policy = True, on_policy
         self.shard_chunks: list[Any] = []
         self.shard_added = 0
@@ -458,13 +495,15 @@ class LearnerActor(CollectiveMember):
 
     def build(self, observation_space: Any, action_space: Any) -> dict[str, Any]:
         """Build the learner policy once the env spaces are known; returns its extras spec."""
+        from rlightning_core.distributed.lazy_dynamo import dynamo_import_deferred
         from rlightning_core.policy.base import PolicyRole
         from rlightning_core.policy.group import resolve_device
 
         cfg = self.policy_cfg
-        self.policy = self.plugins.registry.resolve("policy", cfg.type).build(
-            cfg.params, observation_space=observation_space, action_space=action_space, role=PolicyRole.TRAIN,
-            device=resolve_device(cfg.device), seed=self.seed)
+        with dynamo_import_deferred():  # torch._dynamo comes with the first optimizer step, after the first env steps
+            self.policy = self.plugins.registry.resolve("policy", cfg.type).build(
+                cfg.params, observation_space=observation_space, action_space=action_space, role=PolicyRole.TRAIN,
+                device=resolve_device(cfg.device), seed=self.seed)
         from rlightning_core.policy.numerics import NumericGuard
 
         self.policy.numerics = NumericGuard(getattr(cfg, "nan_policy", "raise"))
@@ -634,7 +673,10 @@ class LearnerActor(CollectiveMember):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` (``buffer`` ``None``: keep the empty buffer)."""
-        self.policy.load_state_dict(state["learner"])
+        from rlightning_core.distributed.lazy_dynamo import dynamo_import_deferred
+
+        with dynamo_import_deferred():  # a resume, too, reaches its first env steps without importing dynamo
+            self.policy.load_state_dict(state["learner"])
         if state["buffer"] is not None:
             self.buffer.load_state_dict(state["buffer"])
 

@@ -145,6 +145,10 @@ class RayExecution:
         self.action_space = self.env_group.action_space
         self.startup["env_actors_s"] = clock() - t1
         t2 = clock()
+        prebuild: list[Any] = []
+        if not self.inference_server:  # the runners import torch and build their copies while the learner builds
+            prebuild = [a.build_rollout_policy.remote(self.policy_cfg, policy_seed=self._policy_seed(w))
+                        for w, a in enumerate(self.env_group.actors)]
         extras = self._get([ln.build.remote(self.observation_space, self.action_space) for ln in self.learners],
                            cc.actor_start_timeout_s, "start the learner")[0]
         bname = buffer.spec.qualified_name if hasattr(buffer, "spec") else config.buffer.type
@@ -165,8 +169,8 @@ class RayExecution:
             self._start_servers()
         for w, actor in enumerate(self.env_group.actors):
             self._setup_runner(w, actor)
-        self._get([a.weight_version.remote() for a in self.env_group.actors], cc.actor_start_timeout_s,
-                  "build the rollout policies")
+        self._get([*prebuild, *(a.weight_version.remote() for a in self.env_group.actors)],
+                  cc.actor_start_timeout_s, "build the rollout policies")
         self.sharded = bool(cc.sharded_buffer)
         if self.sharded:
             self._bind_shards(list(range(len(self.env_group.actors))))

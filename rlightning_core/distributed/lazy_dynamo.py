@@ -1,0 +1,66 @@
+"""Keep ``torch._dynamo`` out of an actor's start-up.
+
+``torch.optim.Optimizer`` wraps ``add_param_group`` (called by every optimizer's ``__init__``), ``zero_grad``,
+``state_dict`` and ``load_state_dict`` in ``torch._disable_dynamo``, which imports ``torch._dynamo`` (and with
+it sympy: ~1.6 s of CPU and ~65 MiB on this project's machines) the first time one of them runs, only to mark
+the method as never compiled. While nothing is being compiled that mark changes nothing, so building the
+learner under :func:`dynamo_import_deferred` calls those methods directly; the import then happens at the
+first optimizer step, after the run's first env steps, instead of on the path to them. Outside the block torch
+behaves exactly as before (the shortcut is removed on exit).
+
+If torch's internals differ from what this expects, or ``torch._dynamo`` is already imported, it does nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["dynamo_import_deferred"]
+
+#: The attribute ``torch._disable_dynamo``'s wrapper caches its dynamo-disabled callable in.
+_CACHE = "__dynamo_disable"
+
+
+def _wrapped_methods(torch: Any) -> list[Any]:
+    """The original functions behind the ``torch._disable_dynamo``-wrapped methods of the optimizers."""
+    try:
+        from torch._compile import _disable_dynamo
+
+        probe = _disable_dynamo(lambda: None).__code__
+    except Exception:  # another torch: nothing to do
+        return []
+    classes = [torch.optim.Optimizer, *torch.optim.Optimizer.__subclasses__()]
+    found = []
+    for cls in classes:
+        for attr in vars(cls).values():
+            fn = getattr(attr, "__wrapped__", None)
+            if getattr(attr, "__code__", None) is probe and callable(fn) and fn not in found:
+                found.append(fn)
+    return found
+
+
+@contextlib.contextmanager
+def dynamo_import_deferred() -> Iterator[int]:
+    """Within the block, optimizer construction (and state loading) does not import ``torch._dynamo``.
+
+    Yields how many methods were short-cut (0: torch is left alone).
+    """
+    if "torch._dynamo" in sys.modules:
+        yield 0
+        return
+    import torch
+
+    patched = []
+    for fn in _wrapped_methods(torch):
+        if _CACHE not in fn.__dict__:
+            setattr(fn, _CACHE, fn)  # the wrapper calls the cached callable: here the method itself
+            patched.append(fn)
+    try:
+        yield len(patched)
+    finally:
+        for fn in patched:
+            if fn.__dict__.get(_CACHE) is fn:
+                delattr(fn, _CACHE)
