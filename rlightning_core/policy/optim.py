@@ -94,3 +94,12 @@ class LeanAdam:
     def state_summary(self) -> dict[str, Any]:
         """Whether the direct path is enabled (for diagnostics and tests)."""
         return {"direct": self._kernel is not None}
+
+
+def lean(optimizer: torch.optim.Optimizer) -> LeanAdam:
+    """The :class:`LeanAdam` of ``optimizer``, created on first use and kept on the optimizer object."""
+    stepper = getattr(optimizer, "_rlightning_lean", None)
+    if stepper is None:
+        stepper = LeanAdam(optimizer)
+        optimizer._rlightning_lean = stepper  # type: ignore[attr-defined]
+    return stepper

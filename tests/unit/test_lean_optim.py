@@ -98,3 +98,11 @@ def test_non_fused_optimizers_always_use_step() -> None:
     torch.testing.assert_close(params[0].detach(), before - 0.1 * params[0].grad)
     clear_grads(params)
     assert all(p.grad is None for p in params)
+
+
+def test_lean_is_cached_per_optimizer() -> None:
+    from rlightning_core.policy.optim import lean
+
+    a = torch.optim.Adam(_params(0), lr=1e-3, fused=True)
+    b = torch.optim.Adam(_params(1), lr=1e-3, fused=True)
+    assert lean(a) is lean(a) and lean(a) is not lean(b) and lean(a).optimizer is a

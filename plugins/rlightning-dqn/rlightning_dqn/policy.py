@@ -31,6 +31,7 @@ from torch.nn import functional as F
 
 from rlightning_core.policy.base import BasePolicy, PolicyOutput, PolicyRole
 from rlightning_core.policy.numerics import guard_of
+from rlightning_core.policy.optim import lean
 from rlightning_core.policy.schedule import UpdateSchedule
 from rlightning_dqn.params import DQNParams
 
@@ -176,13 +177,13 @@ class DQNPolicy(BasePolicy):
         td = q - target
         per_item = F.smooth_l1_loss(q, target, reduction="none") if p.loss == "huber" else td.square()
         loss = (batch["weights"] * per_item).mean()
-        self.optimizer.zero_grad(set_to_none=True)
+        lean(self.optimizer).zero_grad()
         loss.backward()
         guard = guard_of(self)
         ok = guard.check({"loss/td": loss}, guard.grad_norm(self.q.parameters(), p.max_grad_norm),
                          where="dqn update", optimizers=[self.optimizer])
         if ok:
-            self.optimizer.step()
+            lean(self.optimizer).step()
         td_abs = td.detach().abs()
         if prioritized and ok:
             buffer.update_priorities(batch["indices"], td_abs)
