@@ -663,6 +663,12 @@ class LearnerActor(CollectiveMember):
         """Numpy copies of the weights (object-store strategy, evaluation, tests)."""
         return self.policy.get_weights()
 
+    def weights_nbytes(self) -> int:
+        """Bytes of the weights a sync sends (every tensor of the policy's modules' state dicts)."""
+        from rlightning_core.weights.buckets import named_tensors
+
+        return int(sum(t.numel() * t.element_size() for t in named_tensors(self.policy.modules()).values()))
+
     def state_dict(self) -> dict[str, Any]:
         """The learner's state (tensors) and the buffer's."""
         return {"learner": self.policy.state_dict(), "buffer": self.buffer.state_dict()}

@@ -185,6 +185,9 @@ class RayExecution:
         self._sync_info: dict[str, float] = {}
         self._fresh_weights: dict[str, Any] | None = None  # rank 0's weights from the last learn reply
         self._blocking_sync = True  # the first sync (and re-syncs after restarts, resumes) completes at once
+        self._reply_weights = self._small_cpu_policy()
+        if self._reply_weights:  # weights ride the learn reply; the rest (first sync, re-syncs) the object store
+            self.strategy = "object_store"
         if self.strategy in ("broadcast", "double_buffer"):
             self._form_group()
         if self.strategy == "double_buffer":
@@ -406,11 +409,36 @@ class RayExecution:
         call = self.config.cluster.call_timeout_s
         return call if limit is None else min(call, limit * (steps + 1))
 
+    def steps_per_collect(self, num_steps: int) -> int:
+        """Env steps one :meth:`collect` of ``num_steps`` adds (every runner steps each of its envs)."""
+        return num_steps * self.env_group.total_envs
+
+    def chain_learn(self, progress: float) -> None:
+        """Submit the learn that follows the next :meth:`collect` together with it.
+
+        The learner then starts as soon as the chunks exist: Ray hands it the chunk refs without a round trip
+        through the driver's Python (measured: the driver's wake-up, bookkeeping and submit cost 2-3 ms of a
+        ~30 ms CartPole iteration). ``progress`` is the one :meth:`learn` will be called with. Not for the
+        inference-server topology, the sharded buffer or ``cluster.offload`` (they order other calls around
+        the learn); a failed collect voids the chained learn (its chunk arguments are errors, so the learner
+        never runs it) and :meth:`learn` submits a fresh one.
+        """
+        if not (self.inference_server or getattr(self, "sharded", False) or self.config.cluster.offload):
+            self._chain_progress: float | None = progress
+
+    def _submit_learn(self, progress: float, chunks: list[Any]) -> tuple[list[Any], bool]:
+        """Every rank gets every chunk ref and stores its own slice of the env columns."""
+        reply = self._reply_sync()
+        refs = [ln.learn.remote(progress, *chunks, with_weights=reply and r == 0) for r, ln in enumerate(self.learners)]
+        return refs, reply
+
     def collect(self, num_steps: int) -> list[RolloutStats]:
         """Every env runner collects a chunk in parallel; chunks stay in the object store for the learner."""
         actors = self.env_group.actors
         calls = [a.collect.options(num_returns=2).remote(num_steps) for a in actors]
         chunks: list[Any] = [c for c, _ in calls]
+        progress, self._chain_progress = getattr(self, "_chain_progress", None), None
+        chained = (progress, *self._submit_learn(progress, chunks)) if progress is not None else None
         stats: list[Any] = [None] * len(actors)
         todo = {i: s for i, (_, s) in enumerate(calls)}
         faults = [0] * len(actors)
@@ -425,6 +453,8 @@ class RayExecution:
             # recreate, then collect again. Dead or hung actors first: re-forming the weight-sync group needs
             # every other member responsive (a runner whose env raised is idle and can take part)
             failed.sort(key=lambda f: isinstance(f[1], EnvStepError))
+            if failed:
+                chained = None  # it fails on its failed chunk arguments without running; learn() resubmits
             for i, err in failed:
                 faults[i] += 1
                 self._restart_runner(i, err)
@@ -436,6 +466,7 @@ class RayExecution:
                 stats[i].dropped_episodes += n * self.env_group.slots[i].cfg.num_envs
         self._finish_sync()  # ran before the chunks on every runner; a restart above already re-synced
         self._pending_chunks = chunks
+        self._chained = chained
         self._merge_preprocessors(stats)
         return stats
 
@@ -588,19 +619,38 @@ class RayExecution:
     def learn(self, progress: float) -> dict[str, float]:
         """The learner stores the chunks (resolved from the object store by Ray) and updates."""
         chunks, self._pending_chunks = self._pending_chunks, []
-        if self.config.cluster.offload:  # the rollout copies idle while the learner learns
-            for a in self.rollout_actors:
-                a.offload_idle.remote()
-        reply = self._reply_sync()
-        try:  # every rank gets every chunk ref and stores its own slice of the env columns
-            results = self.ray.get([ln.learn.remote(progress, *chunks, with_weights=reply and r == 0)
-                                    for r, ln in enumerate(self.learners)],
-                                   timeout=self.config.cluster.call_timeout_s)
+        chained, self._chained = getattr(self, "_chained", None), None
+        if chained is not None and chained[0] == progress:
+            refs, reply = chained[1], chained[2]  # submitted with the collect (chain_learn)
+        else:
+            if chained is not None:  # the learner runs the chained learn anyway: learning twice would be wrong
+                raise RuntimeError(f"learn(progress={progress}) after chain_learn({chained[0]}): the engine must "
+                                   "pass the progress it chained")
+            if self.config.cluster.offload:  # the rollout copies idle while the learner learns
+                for a in self.rollout_actors:
+                    a.offload_idle.remote()
+            refs, reply = self._submit_learn(progress, chunks)
+        try:
+            results = self.ray.get(refs, timeout=self.config.cluster.call_timeout_s)
         except self.ray.exceptions.RayActorError as exc:
             raise self._learner_failed(exc) from exc
         if reply:
             results[0], self._fresh_weights = results[0]
         return mean_metrics(results)
+
+    def _small_cpu_policy(self) -> bool:
+        """Whether ``weight_sync: auto`` can do without a gloo group.
+
+        So it can with CPU learners, rollout copies in the env runners and weights of at most
+        :data:`REPLY_SYNC_MAX_BYTES`: :meth:`_reply_sync` sends them, and forming the group (a rendezvous that
+        took up to ~0.7 s of start-up on a loaded machine) is skipped.
+        """
+        cc = self.config.cluster
+        if cc.weight_sync != "auto" or self.strategy != "broadcast" or self.inference_server or cc.learner_num_gpus:
+            return False
+        nbytes = float(self._get(self.learner.weights_nbytes.remote(), cc.call_timeout_s, "size the weights"))
+        self._sync_info = {"bytes": nbytes}
+        return 0 < nbytes <= REPLY_SYNC_MAX_BYTES
 
     def _reply_sync(self) -> bool:
         """``weight_sync: auto`` with a small policy on CPU learners: the weights come back with the learn reply.
@@ -608,9 +658,7 @@ class RayExecution:
         :meth:`sync` then queues them (numpy, copied in bit for bit) ahead of each runner's next collect: no
         collective that needs the learner and every runner scheduled at once, no extra round trip.
         """
-        cc = self.config.cluster
-        return (cc.weight_sync == "auto" and self.strategy == "broadcast" and self._queue_sync()
-                and cc.learner_num_gpus == 0 and 0 < self._sync_info.get("bytes", 0.0) <= REPLY_SYNC_MAX_BYTES)
+        return bool(getattr(self, "_reply_weights", False)) and self._queue_sync()
 
     def _broadcast(self, version: int) -> dict[str, float]:
         members = [self.learner, *self.rollout_actors]
@@ -647,7 +695,7 @@ class RayExecution:
         self.version += 1
         queued = self._queue_sync()
         fresh, self._fresh_weights = self._fresh_weights, None
-        if self.strategy == "broadcast" and queued and fresh is not None:
+        if queued and fresh is not None:  # the weights came with the learn reply (_reply_sync)
             self._sync_refs += [a.set_weights.remote(fresh, self.version) for a in self.rollout_actors]
             metrics = {"sync/bytes": self._sync_info.get("bytes", 0.0)}
         elif self.strategy == "broadcast" and queued:

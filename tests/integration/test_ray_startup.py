@@ -138,19 +138,36 @@ def test_dynamo_import_deferred_leaves_torch_alone_once_dynamo_is_loaded():
 
 
 @pytest.mark.ray
-def test_a_ray_run_starts_with_equal_weights_and_reports_its_startup(ray_cluster, tmp_path, cartpole_config,
-                                                                      build_run):
+def test_a_ray_run_with_auto_sync_needs_no_process_group_and_keeps_weights_bitwise(ray_cluster, tmp_path,
+                                                                                   cartpole_config, build_run):
+    """``weight_sync: auto`` with a small CPU policy: no gloo group; every sync still lands bit for bit, versioned."""
     config = cartpole_config("cluster.mode=ray", "env.num_workers=2", "env.num_envs=2", "checkpoint.every=0",
                              "engine.total_steps=256", "engine.eval_every=0", "engine.eval_episodes=1")
+    assert config.cluster.weight_sync == "auto"
     engine = build_run(config)
     ex = engine.execution
     ray = ex.ray
-    learner = ray.get(ex.learner.get_weights.remote())
-    for actor in ex.env_group.actors:
-        copy = ray.get(actor.get_weights.remote())
-        assert ray.get(actor.weight_version.remote()) == ex.version == 1
-        assert all(np.array_equal(learner[k], copy[k]) for k in learner)
+
+    def assert_in_sync(version):
+        learner = ray.get(ex.learner.get_weights.remote())
+        for actor in ex.env_group.actors:
+            copy = ray.get(actor.get_weights.remote())
+            assert ray.get(actor.weight_version.remote()) == ex.version == version
+            assert copy.keys() == learner.keys() and all(np.array_equal(learner[k], copy[k]) for k in learner)
+
+    assert_in_sync(1)  # the first sync happens before any rollout
+    members = [ex.learner, *ex.env_group.actors]
+    assert not any(ray.get([m.__ray_call__.remote(lambda self: self._group_ready) for m in members]))
     assert set(ex.startup) >= {"env_actors_s", "learner_s", "rollout_setup_s", "first_sync_s", "total_s"}
+    for version in (2, 3):
+        ex.collect(32)
+        ex.learn(0.0)
+        _, metrics = ex.sync()
+        ex._finish_sync()  # queued ahead of the next collect; wait here to compare
+        assert metrics["sync/bytes"] > 0
+        assert_in_sync(version)
+    chunk_ref, _ = ex.env_group.actors[0].collect.options(num_returns=2).remote(4)
+    assert ray.get(chunk_ref).weight_version == 3  # data carries the version it was collected with
     result = engine.run(tmp_path / "run")
     assert result.env_steps == 256
     rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
