@@ -221,7 +221,8 @@ class BaseEngine(ABC):
                     reason = reason or "target_eval_return"
             if it % self.config.logging.log_every == 0 or reason is not None:
                 self.run_ctx.hub.log(self.env_steps, metrics)
-            if self.video is not None and it % self.config.logging.video_every == 0:
+            video_every = self.config.logging.video_every
+            if self.video is not None and video_every and it % video_every == 0:
                 self._record_video(it)
             if (ccfg.every and it % ccfg.every == 0) or (reason is not None and (ccfg.at_end or stopping)):
                 self._save_checkpoint(self.last_eval if evaluated else None)

@@ -15,14 +15,21 @@ class SyncEngine(BaseEngine):
     def iteration(self) -> dict[str, float]:
         """One iteration, phase by phase."""
         clock = time.perf_counter
+        total, steps = self.config.engine.total_steps, self.params.rollout_steps
+        chain = getattr(self.execution, "chain_learn", None)
+        progress: float | None = None
+        if chain is not None:  # a remote learner may start as soon as the chunks exist (same progress as below)
+            progress = min(1.0, (self.env_steps + self.execution.steps_per_collect(steps)) / total)
+            chain(progress)
         # collect: every runner steps its envs T times with its rollout copy; chunks go to the learner side
         start, steps_before = clock(), self.env_steps
-        for stats in self.execution.collect(self.params.rollout_steps):
+        for stats in self.execution.collect(steps):
             self.record_rollout(stats)
         collect_s = clock() - start
         # learn: the learner updates from the whole rollout
         t0 = clock()
-        progress = min(1.0, self.env_steps / self.config.engine.total_steps)
+        if progress is None:
+            progress = min(1.0, self.env_steps / total)
         metrics = self.execution.learn(progress)
         t1 = clock()
         # sync: rollout copies receive the new weights
