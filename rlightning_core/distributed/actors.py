@@ -677,6 +677,17 @@ class LearnerActor(CollectiveMember):
         """This rank's buffer (shard) state."""
         return self.buffer.state_dict()
 
+    def warm_up(self) -> None:
+        """Import ``torch._dynamo`` (the first optimizer step needs it) while the runners collect.
+
+        The driver calls it after the first sync: the learner is idle until the first chunks arrive, so the
+        ~1.5 s import deferred out of start-up (:mod:`~rlightning_core.distributed.lazy_dynamo`) overlaps the
+        first rollout instead of lengthening the first learn.
+        """
+        import importlib
+
+        importlib.import_module("torch._dynamo")
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` (``buffer`` ``None``: keep the empty buffer)."""
         from rlightning_core.distributed.lazy_dynamo import dynamo_import_deferred

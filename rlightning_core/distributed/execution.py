@@ -199,6 +199,8 @@ class RayExecution:
         self.sync()
         self._blocking_sync = False
         self.startup["first_sync_s"] = clock() - t5
+        for ln in self.learners:  # the learner idles until the first chunks: import what its first step needs
+            ln.warm_up.remote()
         self.startup["total_s"] = clock() - t0
         self._pending_chunks: list[Any] = []
         self._eval_policy: Any = None
