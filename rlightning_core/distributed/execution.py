@@ -7,6 +7,7 @@ broadcast (``broadcast``, gloo on CPU / nccl on GPU) or one ``ray.put`` (``objec
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from typing import Any
@@ -183,7 +184,7 @@ class RayExecution:
         self._staging_refs: list[Any] = []
         self._sync_refs: list[Any] = []  # a weight transfer queued ahead of the runners' next collect
         self._sync_info: dict[str, float] = {}
-        self._fresh_weights: dict[str, Any] | None = None  # rank 0's weights from the last learn reply
+        self._fresh_weights: Any = None  # ref of rank 0's weights from the last learn reply
         self._blocking_sync = True  # the first sync (and re-syncs after restarts, resumes) completes at once
         self._reply_weights = self._small_cpu_policy()
         if self._reply_weights:  # weights ride the learn reply; the rest (first sync, re-syncs) the object store
@@ -428,11 +429,22 @@ class RayExecution:
         if not (self.inference_server or getattr(self, "sharded", False) or self.config.cluster.offload):
             self._chain_progress: float | None = progress
 
-    def _submit_learn(self, progress: float, chunks: list[Any]) -> tuple[list[Any], bool]:
-        """Every rank gets every chunk ref and stores its own slice of the env columns."""
+    def _submit_learn(self, progress: float, chunks: list[Any]) -> tuple[list[Any], Any]:
+        """Every rank gets every chunk ref and stores its own slice of the env columns.
+
+        Returns the metrics refs and, when the weights ride the learn reply (:meth:`_reply_sync`), the ref of
+        rank 0's new weights (a separate return value: the driver passes it on without fetching it).
+        """
         reply = self._reply_sync()
-        refs = [ln.learn.remote(progress, *chunks, with_weights=reply and r == 0) for r, ln in enumerate(self.learners)]
-        return refs, reply
+        refs: list[Any] = []
+        weights_ref = None
+        for r, ln in enumerate(self.learners):
+            if reply and r == 0:
+                metrics_ref, weights_ref = ln.learn.options(num_returns=2).remote(progress, *chunks, with_weights=True)
+                refs.append(metrics_ref)
+            else:
+                refs.append(ln.learn.remote(progress, *chunks))
+        return refs, weights_ref
 
     def collect(self, num_steps: int) -> list[RolloutStats]:
         """Every env runner collects a chunk in parallel; chunks stay in the object store for the learner."""
@@ -441,6 +453,11 @@ class RayExecution:
         chunks: list[Any] = [c for c, _ in calls]
         progress, self._chain_progress = getattr(self, "_chain_progress", None), None
         chained = (progress, *self._submit_learn(progress, chunks)) if progress is not None else None
+        presync: list[Any] = []
+        if chained is not None and chained[2] is not None:
+            # the new weights go to each runner straight from the learner, queued before its next collect:
+            # Ray forwards them when the learn ends, without waiting for the driver (sync() adopts them)
+            presync = [a.set_weights.remote(chained[2], self.version + 1) for a in self.rollout_actors]
         stats: list[Any] = [None] * len(actors)
         todo = {i: s for i, (_, s) in enumerate(calls)}
         faults = [0] * len(actors)
@@ -457,6 +474,9 @@ class RayExecution:
             failed.sort(key=lambda f: isinstance(f[1], EnvStepError))
             if failed:
                 chained = None  # it fails on its failed chunk arguments without running; learn() resubmits
+                presync, voided = [], presync  # so do the transfers of its weights
+                with contextlib.suppress(Exception):
+                    self.ray.get(voided, timeout=self.config.cluster.call_timeout_s)
             for i, err in failed:
                 faults[i] += 1
                 self._restart_runner(i, err)
@@ -469,6 +489,7 @@ class RayExecution:
         self._finish_sync()  # ran before the chunks on every runner; a restart above already re-synced
         self._pending_chunks = chunks
         self._chained = chained
+        self._presync = (self.version + 1, presync) if presync else None
         self._merge_preprocessors(stats)
         return stats
 
@@ -623,7 +644,7 @@ class RayExecution:
         chunks, self._pending_chunks = self._pending_chunks, []
         chained, self._chained = getattr(self, "_chained", None), None
         if chained is not None and chained[0] == progress:
-            refs, reply = chained[1], chained[2]  # submitted with the collect (chain_learn)
+            refs, weights_ref = chained[1], chained[2]  # submitted with the collect (chain_learn)
         else:
             if chained is not None:  # the learner runs the chained learn anyway: learning twice would be wrong
                 raise RuntimeError(f"learn(progress={progress}) after chain_learn({chained[0]}): the engine must "
@@ -631,13 +652,12 @@ class RayExecution:
             if self.config.cluster.offload:  # the rollout copies idle while the learner learns
                 for a in self.rollout_actors:
                     a.offload_idle.remote()
-            refs, reply = self._submit_learn(progress, chunks)
+            refs, weights_ref = self._submit_learn(progress, chunks)
         try:
             results = self.ray.get(refs, timeout=self.config.cluster.call_timeout_s)
         except self.ray.exceptions.RayActorError as exc:
             raise self._learner_failed(exc) from exc
-        if reply:
-            results[0], self._fresh_weights = results[0]
+        self._fresh_weights = weights_ref
         return mean_metrics(results)
 
     def _small_cpu_policy(self) -> bool:
@@ -697,7 +717,11 @@ class RayExecution:
         self.version += 1
         queued = self._queue_sync()
         fresh, self._fresh_weights = self._fresh_weights, None
-        if queued and fresh is not None:  # the weights came with the learn reply (_reply_sync)
+        presync, self._presync = getattr(self, "_presync", None), None
+        if queued and presync is not None and presync[0] == self.version:  # already on their way (collect)
+            self._sync_refs += presync[1]
+            metrics = {"sync/bytes": self._sync_info.get("bytes", 0.0)}
+        elif queued and fresh is not None:  # the weights came with the learn reply (_reply_sync)
             self._sync_refs += [a.set_weights.remote(fresh, self.version) for a in self.rollout_actors]
             metrics = {"sync/bytes": self._sync_info.get("bytes", 0.0)}
         elif self.strategy == "broadcast" and queued:
