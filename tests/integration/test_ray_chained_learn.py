@@ -36,7 +36,11 @@ def test_chained_learn_runs_once_with_the_chained_progress(ray_cluster, cartpole
     assert _learn_count(ex) == version0 + 1  # learned exactly once
     after = _learner_weights(ex)
     assert any(not np.array_equal(before[k], after[k]) for k in before)
-    ex.sync()
+    version, _ = ex.sync()
+    for actor in ex.env_group.actors:  # the weights went learner -> runners directly: bit for bit, versioned
+        got = ray_cluster.get(actor.get_weights.remote())
+        assert all(np.array_equal(got[k], after[k]) for k in after)
+        assert ray_cluster.get(actor.weight_version.remote()) == version
     # a learn with another progress than the chained one is refused (the chained one already ran)
     ex.chain_learn(0.5)
     ex.collect(32)
