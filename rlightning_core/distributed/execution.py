@@ -472,14 +472,16 @@ class RayExecution:
             # recreate, then collect again. Dead or hung actors first: re-forming the weight-sync group needs
             # every other member responsive (a runner whose env raised is idle and can take part)
             failed.sort(key=lambda f: isinstance(f[1], EnvStepError))
+            voided: list[Any] = []
             if failed:
                 chained = None  # it fails on its failed chunk arguments without running; learn() resubmits
                 presync, voided = [], presync  # so do the transfers of its weights
-                with contextlib.suppress(Exception):
-                    self.ray.get(voided, timeout=self.config.cluster.call_timeout_s)
             for i, err in failed:
                 faults[i] += 1
                 self._restart_runner(i, err)
+            if voided:  # only now: a hung runner's transfer (queued behind its collect) ends when it is killed
+                with contextlib.suppress(Exception):
+                    self.ray.get(voided, timeout=self.config.cluster.call_timeout_s)
             for i, _ in failed:
                 chunks[i], todo[i] = self.env_group.actors[i].collect.options(num_returns=2).remote(num_steps)
         for i, n in enumerate(faults):
