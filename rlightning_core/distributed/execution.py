@@ -17,22 +17,20 @@ from rlightning_core.config.schema import MainConfig
 from rlightning_core.distributed.cluster import RayCluster
 from rlightning_core.distributed.env_group import RemoteEnvGroup
 from rlightning_core.distributed.placement import PlacementPlan
+from rlightning_core.distributed.ray_common import REPLY_SYNC_MAX_BYTES, WorkerFailure, mean_metrics
+from rlightning_core.distributed.ray_common import strip_private as _strip_private
 from rlightning_core.distributed.seed_ledger import SeedLedger
+from rlightning_core.distributed.streaming import StreamingMixin
+from rlightning_core.distributed.sync_strategies import WeightSyncMixin
 from rlightning_core.engine.execution import build_preprocessors, column_labels
 from rlightning_core.env.runner import EnvStepError, RolloutStats
 from rlightning_core.env.seeding import derive_seed
-from rlightning_core.errors import ConfigError, RlightningError
+from rlightning_core.errors import ConfigError
 
-__all__ = ["RayExecution", "WorkerFailure"]
+__all__ = ["REPLY_SYNC_MAX_BYTES", "RayExecution", "WorkerFailure", "check_resources", "mean_metrics"]
 
 log = logging.getLogger("rlightning")
 
-#: ``weight_sync: auto`` on CPU learners: weights up to this size ride the learner's reply (no collective).
-REPLY_SYNC_MAX_BYTES = 1 << 20
-
-
-class WorkerFailure(RlightningError):
-    """A worker actor failed more often than ``cluster.max_restarts`` allows, or the learner failed."""
 
 
 def check_resources(config: MainConfig, available: dict[str, float]) -> None:
@@ -55,21 +53,7 @@ def check_resources(config: MainConfig, available: dict[str, float]) -> None:
         raise ConfigError(problems)
 
 
-def mean_metrics(rows: list[dict[str, float]]) -> dict[str, float]:
-    """Per key, the mean over the data-parallel learners that reported it (one learner: its own dict)."""
-    if len(rows) == 1:
-        return dict(rows[0])
-    keys = {k for row in rows for k in row}
-    return {k: float(sum(row[k] for row in rows if k in row) / sum(1 for row in rows if k in row))
-            for k in sorted(keys)}
-
-
-def _strip_private(state: dict[str, Any]) -> dict[str, Any]:
-    """Statistics only: per-env running values (e.g. ScaleReward's returns) stay with each worker."""
-    return {k: v for k, v in state.items() if k != "returns"}
-
-
-class RayExecution:
+class RayExecution(WeightSyncMixin, StreamingMixin):
     """Same interface as :class:`~rlightning_core.engine.execution.LocalExecution`, on a Ray cluster."""
 
     mode = "ray"
@@ -553,88 +537,6 @@ class RayExecution:
             actor.set_weights.remote(self.learner.get_weights.remote(), self.version)
         return actor
 
-    # -- weight-sync strategies beyond broadcast / object_store -------------------------------------------
-    def _enable_double_buffer(self, actors: list[Any]) -> None:
-        bucket = int(self.config.cluster.bucket_mb * (1 << 20))
-        self._get([a.enable_double_buffer.remote(bucket) for a in actors], self.config.cluster.call_timeout_s,
-                  "allocate the staging buffers")
-
-    def _drain_staging(self, ignore_errors: bool = False) -> list[dict[str, float]]:
-        """Wait for the transfer started by the previous double-buffered sync."""
-        refs, self._staging_refs = self._staging_refs, []
-        if not refs:
-            return []
-        try:
-            return list(self.ray.get(refs, timeout=self.config.cluster.call_timeout_s))
-        except Exception:
-            if not ignore_errors:
-                raise
-            return []
-
-    def _stage(self, version: int, *, blocking: bool) -> dict[str, float]:
-        """``double_buffer``: rank 0 broadcasts into every runner's staging buckets while the runners act.
-
-        Non-blocking syncs return at once; the runners swap the new weights in between two steps as soon as
-        they have all of them. The next sync first waits for this transfer (so transfers never overlap).
-        """
-        done = self._drain_staging()
-        refs = [self.learner.broadcast_weights.remote(version)] + [
-            a.stage_weights.options(concurrency_group="weights").remote(version) for a in self.env_group.actors]
-        if blocking:
-            info = self._get(refs, self.config.cluster.call_timeout_s, "broadcast weights")
-            self._get([a.apply_staged.remote() for a in self.env_group.actors], self.config.cluster.call_timeout_s,
-                      "swap in the staged weights")
-            return {"sync/bytes": info[0]["bytes"], "sync/buckets": info[0]["buckets"],
-                    "sync/transfer_s": max(float(i["seconds"]) for i in info)}
-        self._staging_refs = refs
-        out: dict[str, float] = {}
-        if done:
-            out = {"sync/bytes": done[0]["bytes"], "sync/buckets": done[0]["buckets"],
-                   "sync/transfer_s": max(float(i["seconds"]) for i in done)}
-        return out
-
-    def _setup_shared(self) -> None:
-        """``node_shared``: map one pair of shared weight slots per node; pick each node's writer.
-
-        The learner writes the slots of its own node; on every other node one runner (the node's first)
-        fetches the weights once through the object store and writes them, so the network carries one copy
-        per node. Every runner then loads from its node's slots.
-        """
-        import uuid
-
-        cc = self.config.cluster
-        bucket = int(cc.bucket_mb * (1 << 20))
-        self._shm_token = getattr(self, "_shm_token", None) or uuid.uuid4().hex[:12]
-        runners = self.rollout_actors
-        nodes = self._get([m.node_id.remote() for m in [self.learner, *runners]], cc.call_timeout_s,
-                          "locate the workers' nodes")
-        learner_node, runner_nodes = nodes[0], nodes[1:]
-        self._shm_learner_writes = learner_node in runner_nodes
-        self._shm_leaders: list[Any] = []
-        seen = {learner_node} if self._shm_learner_writes else set()
-        for actor, node in zip(runners, runner_nodes, strict=True):
-            if node not in seen:
-                seen.add(node)
-                self._shm_leaders.append(actor)
-        members = ([self.learner] if self._shm_learner_writes else []) + list(runners)
-        self._get([m.shm_attach.remote(self._shm_token, bucket) for m in members], cc.call_timeout_s,
-                  "map the node-shared weight slots")
-        self._shm_nodes = len(seen)
-
-    def _shared_sync(self, version: int) -> dict[str, float]:
-        timeout = self.config.cluster.call_timeout_s
-        t0 = time.perf_counter()
-        writes = [self.learner.shm_write.remote(version)] if self._shm_learner_writes else []
-        if self._shm_leaders:
-            ref = self.learner.get_weights.remote()
-            writes += [leader.shm_write_from.remote(ref, version) for leader in self._shm_leaders]
-        self._get(writes, timeout, "write the node-shared weights")
-        t1 = time.perf_counter()
-        pauses = self._get([a.shm_read.remote(version) for a in self.rollout_actors], timeout,
-                           "load the node-shared weights")
-        return {"sync/write_s": t1 - t0, "sync/rollout_pause_s": max(pauses, default=0.0),
-                "sync/node_copies": float(self._shm_nodes)}
-
     def _merge_preprocessors(self, stats: list[Any]) -> None:
         for k, pre in enumerate(self.preprocessors):
             states = [s.preprocessor_states[k] for s in stats if s.preprocessor_states]
@@ -661,171 +563,6 @@ class RayExecution:
             raise self._learner_failed(exc) from exc
         self._fresh_weights = weights_ref
         return mean_metrics(results)
-
-    def _small_cpu_policy(self) -> bool:
-        """Whether ``weight_sync: auto`` can do without a gloo group.
-
-        So it can with CPU learners, rollout copies in the env runners and weights of at most
-        :data:`REPLY_SYNC_MAX_BYTES`: :meth:`_reply_sync` sends them, and forming the group (a rendezvous that
-        took up to ~0.7 s of start-up on a loaded machine) is skipped.
-        """
-        cc = self.config.cluster
-        if cc.weight_sync != "auto" or self.strategy != "broadcast" or self.inference_server or cc.learner_num_gpus:
-            return False
-        nbytes = float(self._get(self.learner.weights_nbytes.remote(), cc.call_timeout_s, "size the weights"))
-        self._sync_info = {"bytes": nbytes}
-        return 0 < nbytes <= REPLY_SYNC_MAX_BYTES
-
-    def _reply_sync(self) -> bool:
-        """``weight_sync: auto`` with a small policy on CPU learners: the weights come back with the learn reply.
-
-        :meth:`sync` then queues them (numpy, copied in bit for bit) ahead of each runner's next collect: no
-        collective that needs the learner and every runner scheduled at once, no extra round trip.
-        """
-        return bool(getattr(self, "_reply_weights", False)) and self._queue_sync()
-
-    def _broadcast(self, version: int) -> dict[str, float]:
-        members = [self.learner, *self.rollout_actors]
-        results = self._get([m.broadcast_weights.remote(version) for m in members],
-                            self.config.cluster.call_timeout_s, "broadcast weights")
-        self._sync_info = results[0]
-        return results[0]
-
-    def _queue_sync(self) -> bool:
-        """Whether :meth:`sync` may return before the transfer ends.
-
-        Each env runner runs its calls in order on one thread, so a transfer sent just before its next collect
-        completes before that collect starts: the driver does not wait for it (one round trip per iteration
-        saved; it checks the result together with the chunks). Not for the inference-server topology (its
-        rollout actors are threaded) nor for the first sync, re-syncs after a restart or a resume.
-        """
-        return (not self._blocking_sync and not self.inference_server
-                and self.strategy in ("broadcast", "object_store"))
-
-    def _finish_sync(self, *, ignore_errors: bool = False) -> None:
-        """Wait for a transfer :meth:`sync` queued (raising its error unless ``ignore_errors``)."""
-        refs, self._sync_refs = getattr(self, "_sync_refs", []), []
-        if not refs:
-            return
-        try:
-            self._get(refs, self.config.cluster.call_timeout_s, "send weights")
-        except Exception:
-            if not ignore_errors:
-                raise
-
-    def sync(self) -> tuple[int, dict[str, float]]:
-        """Push the learner's weights (and merged preprocessor statistics) to every rollout copy."""
-        t0 = time.perf_counter()
-        self.version += 1
-        queued = self._queue_sync()
-        fresh, self._fresh_weights = self._fresh_weights, None
-        presync, self._presync = getattr(self, "_presync", None), None
-        if queued and presync is not None and presync[0] == self.version:  # already on their way (collect)
-            self._sync_refs += presync[1]
-            metrics = {"sync/bytes": self._sync_info.get("bytes", 0.0)}
-        elif queued and fresh is not None:  # the weights came with the learn reply (_reply_sync)
-            self._sync_refs += [a.set_weights.remote(fresh, self.version) for a in self.rollout_actors]
-            metrics = {"sync/bytes": self._sync_info.get("bytes", 0.0)}
-        elif self.strategy == "broadcast" and queued:
-            self._sync_refs += [m.broadcast_weights.remote(self.version) for m in [self.learner, *self.rollout_actors]]
-            info = self._sync_info  # the layout does not change between syncs
-            metrics = {"sync/bytes": info.get("bytes", 0.0), "sync/buckets": info.get("buckets", 0.0)}
-        elif self.strategy == "broadcast":
-            info = self._broadcast(self.version)
-            metrics = {"sync/bytes": info["bytes"], "sync/buckets": info["buckets"]}
-        elif self.strategy == "double_buffer":
-            metrics = self._stage(self.version, blocking=self._blocking_sync)
-        elif self.strategy == "node_shared":
-            metrics = self._shared_sync(self.version)
-        else:
-            ref = self.learner.get_weights.remote()
-            refs = [a.set_weights.remote(ref, self.version) for a in self.rollout_actors]
-            if queued:
-                self._sync_refs += refs
-            else:
-                self._get(refs, self.config.cluster.call_timeout_s, "send weights through the object store")
-            metrics = {}
-        if self.preprocessors:
-            states = [_strip_private(p.state_dict()) for p in self.preprocessors]
-            for a in self.env_group.actors:  # ordered before the next collect on each actor
-                a.load_preprocessor_states.remote(states)
-        if self.config.cluster.offload:  # the learners are idle until the next learn: free their GPU memory
-            for ln in self.learners:
-                ln.offload_idle.remote()
-        metrics["sync/seconds"] = time.perf_counter() - t0
-        metrics["sync/version"] = float(self.version)
-        metrics["fault/worker_restarts"] = float(getattr(self, "restarts", 0))
-        return self.version, metrics
-
-    # -- streaming (the async engine): launch without waiting, finish when ready ----------------------------
-    def start_collect(self, index: int, num_steps: int) -> tuple[Any, Any]:
-        """Launch one chunk on env runner ``index`` without waiting; returns ``(chunk_ref, stats_ref)``."""
-        refs = self.env_group.actors[index].collect.options(num_returns=2).remote(num_steps)
-        return refs[0], refs[1]
-
-    def finish_collect(self, index: int, stats_ref: Any) -> RolloutStats | None:
-        """The stats of a finished chunk (preprocessor statistics merged); ``None`` if runner ``index`` died.
-
-        A dead runner is recreated (within ``cluster.max_restarts``); the chunks queued on it are lost.
-        """
-        try:
-            stats = self.ray.get(stats_ref, timeout=self.config.cluster.call_timeout_s)
-        except (self.ray.exceptions.RayActorError, self.ray.exceptions.GetTimeoutError, EnvStepError) as exc:
-            self._restart_runner(index, exc)
-            return None
-        self._merge_preprocessors([stats])
-        return stats
-
-    def start_learn(self, progress: float, chunks: list[Any], *, version: int, max_staleness: int | None) -> Any:
-        """Queue on the learner(s): store ``chunks`` (refs) within the staleness bound, then learn once.
-
-        Returns the ref of rank 0's :meth:`LearnerActor.learn_chunks` result without waiting (the other ranks'
-        refs are kept for :meth:`finish_learn`).
-        """
-        refs = [ln.learn_chunks.remote(progress, version, max_staleness, *chunks) for ln in self.learners]
-        if len(refs) > 1:
-            self._rank_refs = getattr(self, "_rank_refs", {})
-            self._rank_refs[refs[0]] = refs[1:]
-        return refs[0]
-
-    def finish_learn(self, ref: Any) -> dict[str, Any]:
-        """The result of a learn call started with :meth:`start_learn`."""
-        others = getattr(self, "_rank_refs", {}).pop(ref, [])
-        try:
-            results = [dict(r) for r in self.ray.get([ref, *others], timeout=self.config.cluster.call_timeout_s)]
-        except self.ray.exceptions.RayActorError as exc:
-            raise self._learner_failed(exc) from exc
-        except self.ray.exceptions.GetTimeoutError:
-            raise WorkerFailure(f"the learner did not answer within cluster.call_timeout_s="
-                                f"{self.config.cluster.call_timeout_s:.0f}s") from None
-        if len(results) == 1:
-            return results[0]
-        first = results[0]  # every rank saw the same chunks: lags and drops agree; metrics are averaged
-        return {**first, "metrics": mean_metrics([r["metrics"] for r in results]),
-                "busy_s": max(float(r["busy_s"]) for r in results)}
-
-    def publish_weights(self) -> tuple[int, dict[str, float]]:
-        """Send the learner's current weights (and merged preprocessor statistics) to every runner.
-
-        Through the object store, queued behind each runner's current chunk: neither the learner nor the
-        runners wait, whatever ``cluster.weight_sync`` says. Bumps :attr:`version`; the next chunk each runner
-        starts is collected with these weights. Errors of earlier publishes surface here.
-        """
-        t0 = time.perf_counter()
-        pending = getattr(self, "_publishes", [])
-        if pending:
-            done, pending = self.ray.wait(pending, num_returns=len(pending), timeout=0)
-            self.ray.get(done)
-        self.version += 1
-        ref = self.learner.get_weights.remote()
-        pending += [a.set_weights.remote(ref, self.version) for a in self.rollout_actors]
-        if self.preprocessors:
-            states = [_strip_private(p.state_dict()) for p in self.preprocessors]
-            for a in self.env_group.actors:
-                a.load_preprocessor_states.remote(states)
-        self._publishes = pending
-        return self.version, {"sync/seconds": time.perf_counter() - t0, "sync/version": float(self.version),
-                              "fault/worker_restarts": float(self.restarts)}
 
     def eval_policy(self) -> Any:
         """A policy in the driver holding the learner's current weights (for evaluation)."""

@@ -1,0 +1,105 @@
+"""Streaming calls of the Ray execution for the async engine: launch without waiting, finish when ready."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from rlightning_core.config.schema import MainConfig
+from rlightning_core.distributed.ray_common import WorkerFailure, mean_metrics, strip_private
+from rlightning_core.env.runner import EnvStepError, RolloutStats
+
+__all__ = ["StreamingMixin"]
+
+
+class StreamingMixin:
+    """Mixed into :class:`~rlightning_core.distributed.execution.RayExecution`, whose state it uses."""
+
+    config: MainConfig
+    ray: Any
+    env_group: Any
+    learner: Any
+    learners: list[Any]
+    preprocessors: list[Any]
+    version: int
+    restarts: int
+
+    if TYPE_CHECKING:
+        @property
+        def rollout_actors(self) -> list[Any]: ...  # noqa: D102
+
+        def _restart_runner(self, index: int, exc: BaseException) -> Any: ...
+
+        def _merge_preprocessors(self, stats: list[Any]) -> None: ...
+
+        def _learner_failed(self, exc: BaseException) -> WorkerFailure: ...
+
+    # -- streaming (the async engine): launch without waiting, finish when ready ----------------------------
+    def start_collect(self, index: int, num_steps: int) -> tuple[Any, Any]:
+        """Launch one chunk on env runner ``index`` without waiting; returns ``(chunk_ref, stats_ref)``."""
+        refs = self.env_group.actors[index].collect.options(num_returns=2).remote(num_steps)
+        return refs[0], refs[1]
+
+    def finish_collect(self, index: int, stats_ref: Any) -> RolloutStats | None:
+        """The stats of a finished chunk (preprocessor statistics merged); ``None`` if runner ``index`` died.
+
+        A dead runner is recreated (within ``cluster.max_restarts``); the chunks queued on it are lost.
+        """
+        try:
+            stats = self.ray.get(stats_ref, timeout=self.config.cluster.call_timeout_s)
+        except (self.ray.exceptions.RayActorError, self.ray.exceptions.GetTimeoutError, EnvStepError) as exc:
+            self._restart_runner(index, exc)
+            return None
+        self._merge_preprocessors([stats])
+        return stats
+
+    def start_learn(self, progress: float, chunks: list[Any], *, version: int, max_staleness: int | None) -> Any:
+        """Queue on the learner(s): store ``chunks`` (refs) within the staleness bound, then learn once.
+
+        Returns the ref of rank 0's :meth:`LearnerActor.learn_chunks` result without waiting (the other ranks'
+        refs are kept for :meth:`finish_learn`).
+        """
+        refs = [ln.learn_chunks.remote(progress, version, max_staleness, *chunks) for ln in self.learners]
+        if len(refs) > 1:
+            self._rank_refs = getattr(self, "_rank_refs", {})
+            self._rank_refs[refs[0]] = refs[1:]
+        return refs[0]
+
+    def finish_learn(self, ref: Any) -> dict[str, Any]:
+        """The result of a learn call started with :meth:`start_learn`."""
+        others = getattr(self, "_rank_refs", {}).pop(ref, [])
+        try:
+            results = [dict(r) for r in self.ray.get([ref, *others], timeout=self.config.cluster.call_timeout_s)]
+        except self.ray.exceptions.RayActorError as exc:
+            raise self._learner_failed(exc) from exc
+        except self.ray.exceptions.GetTimeoutError:
+            raise WorkerFailure(f"the learner did not answer within cluster.call_timeout_s="
+                                f"{self.config.cluster.call_timeout_s:.0f}s") from None
+        if len(results) == 1:
+            return results[0]
+        first = results[0]  # every rank saw the same chunks: lags and drops agree; metrics are averaged
+        return {**first, "metrics": mean_metrics([r["metrics"] for r in results]),
+                "busy_s": max(float(r["busy_s"]) for r in results)}
+
+    def publish_weights(self) -> tuple[int, dict[str, float]]:
+        """Send the learner's current weights (and merged preprocessor statistics) to every runner.
+
+        Through the object store, queued behind each runner's current chunk: neither the learner nor the
+        runners wait, whatever ``cluster.weight_sync`` says. Bumps :attr:`version`; the next chunk each runner
+        starts is collected with these weights. Errors of earlier publishes surface here.
+        """
+        t0 = time.perf_counter()
+        pending = getattr(self, "_publishes", [])
+        if pending:
+            done, pending = self.ray.wait(pending, num_returns=len(pending), timeout=0)
+            self.ray.get(done)
+        self.version += 1
+        ref = self.learner.get_weights.remote()
+        pending += [a.set_weights.remote(ref, self.version) for a in self.rollout_actors]
+        if self.preprocessors:
+            states = [strip_private(p.state_dict()) for p in self.preprocessors]
+            for a in self.env_group.actors:
+                a.load_preprocessor_states.remote(states)
+        self._publishes = pending
+        return self.version, {"sync/seconds": time.perf_counter() - t0, "sync/version": float(self.version),
+                              "fault/worker_restarts": float(self.restarts)}
