@@ -306,14 +306,14 @@ def _load_one(pm: pluggy.PluginManager, registry: Registry, info: PluginInfo,
 
 def _stager(kind: str, info: PluginInfo, staged: list[ComponentSpec]) -> Callable[..., None]:
     def register(name: str, factory: Callable[..., Any], *, config: type | None = None,
-                 description: str = "") -> None:
-        validate_registration(kind, name, factory, config, description)
+                 description: str = "", rollout: Callable[..., Any] | None = None) -> None:
+        validate_registration(kind, name, factory, config, description, rollout)
         if not description:
             doc = inspect.getdoc(factory) or ""
             description = doc.strip().splitlines()[0] if doc.strip() else ""
         staged.append(ComponentSpec(kind=kind, name=name, factory=factory, config=config,
                                     description=description, plugin=info.name,
-                                    distribution=info.distribution, version=info.version))
+                                    distribution=info.distribution, version=info.version, rollout=rollout))
 
     return register
 

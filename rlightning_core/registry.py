@@ -40,6 +40,10 @@ class ComponentSpec:
     distribution: str
     """The distribution that ships the plugin (``rlightning`` for core's builtin plugin)."""
     version: str
+    rollout: Callable[..., Any] | None = None
+    """Policies only, optional: a torch-free factory of act-only rollout copies for CPU env runners, called as
+    ``rollout(params, observation_space=..., action_space=..., seed=...)``; it returns ``None`` when these
+    params need the full (torch) policy. Ray mode uses it when weights reach the runners as numpy arrays."""
 
     @property
     def qualified_name(self) -> str:
@@ -53,7 +57,8 @@ class ComponentSpec:
         return self.factory(params, **kwargs)
 
 
-def validate_registration(kind: str, name: Any, factory: Any, config: Any, description: Any) -> None:
+def validate_registration(kind: str, name: Any, factory: Any, config: Any, description: Any,
+                          rollout: Any = None) -> None:
     """Check one ``register(...)`` call; raises ``TypeError``/``ValueError`` naming the bad argument."""
     if not isinstance(name, str) or not _NAME_RE.match(name):
         raise ValueError(
@@ -68,6 +73,9 @@ def validate_registration(kind: str, name: Any, factory: Any, config: Any, descr
         )
     if not isinstance(description, str):
         raise TypeError(f"register({name!r}, ...): description must be a string")
+    if rollout is not None and (kind != "policy" or not callable(rollout)):
+        raise TypeError(f"register({name!r}, ...): rollout= is a callable, and only policies take one "
+                        f"(kind {kind!r}, got {type(rollout).__name__})")
 
 
 class Registry:

@@ -76,6 +76,11 @@ class PolicyConfig(ComponentConfig):
     """Device of the learner: ``auto`` (CUDA when available), ``cpu``, ``cuda``, ``cuda:N``."""
     rollout_device: str = field(default="cpu", validator=device_spec)
     """Device of rollout (inference) copies; CPU is fastest for small MLPs."""
+    rollout_impl: str = field(default="auto", validator=one_of("auto", "torch"))
+    """Ray env runners' rollout copies: ``auto`` uses the policy's torch-free copy when it registers one
+    (``rollout=``), they act on CPU and the weights reach them as numpy arrays (``cluster.weight_sync``
+    ``auto`` with a small CPU policy, or ``object_store``): such a runner never imports torch. ``torch``: always
+    the policy class itself."""
     num_threads: int = field(default=1, validator=ge(1))
     """torch intra-op threads per policy process (1 is fastest for small MLPs; raise for large networks)."""
     nan_policy: str = field(default="raise", validator=one_of("raise", "skip"))

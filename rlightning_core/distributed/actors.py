@@ -250,7 +250,8 @@ class EnvRunnerActor(CollectiveMember):
     def __init__(self, env_cfg: Any, *, selection: Sequence[str], num_envs: int, seed: int, worker_index: int,
                  label: str, column: int, num_threads: int = 1) -> None:
         # torch is imported by the first call that needs it (:meth:`build_rollout_policy`), not here: the driver
-        # learns the spaces ~2 s of CPU sooner and the learner builds while this process imports torch
+        # learns the spaces ~2 s of CPU sooner and the learner builds while this process imports torch; with a
+        # torch-free rollout copy (``light``) this process never imports it
         self.num_threads = num_threads
         self._threads_set = False
         self._limit_torch_threads(only_if_imported=True)  # an env plugin may have brought torch in already
@@ -282,43 +283,59 @@ class EnvRunnerActor(CollectiveMember):
         """Single-env observation and action spaces, and ``num_envs``."""
         return self.worker.observation_space, self.worker.action_space, int(self.worker.num_envs)
 
-    def build_rollout_policy(self, policy_cfg: Any, *, policy_seed: int) -> None:
+    def build_rollout_policy(self, policy_cfg: Any, *, policy_seed: int, light: bool = False) -> None:
         """Build the rollout policy copy ahead of :meth:`setup_rollout` (which then uses it).
 
-        The driver calls this as soon as the spaces are known, so this process imports torch and builds its
-        copy while the learner builds its own, instead of after it.
+        The driver calls this as soon as the spaces are known, so this process builds its copy while the
+        learner builds its own, instead of after it. ``light``: a torch-free copy if the policy offers one.
         """
-        self._prebuilt = ((policy_cfg, int(policy_seed)), self._build_policy(policy_cfg, policy_seed))
+        key = (policy_cfg, int(policy_seed), bool(light))
+        self._prebuilt = (key, self._build_policy(policy_cfg, policy_seed, light))
 
-    def _build_policy(self, policy_cfg: Any, policy_seed: int) -> Any:
+    def _build_policy(self, policy_cfg: Any, policy_seed: int, light: bool = False) -> Any:
+        """The rollout copy: the policy's torch-free one (``light`` and registered), else the policy class."""
         from rlightning_core.policy.base import PolicyRole
+
+        spec = self.plugins.registry.resolve("policy", policy_cfg.type)
+        if light and spec.rollout is not None:
+            spaces = {"observation_space": self.worker.observation_space, "action_space": self.worker.action_space}
+            copy = (spec.rollout(policy_cfg.params, **spaces, seed=policy_seed) if spec.config is not None
+                    else spec.rollout(**spaces, seed=policy_seed))
+            if copy is not None:
+                return copy
         from rlightning_core.policy.group import resolve_device
 
         self._limit_torch_threads()
-        return self.plugins.registry.resolve("policy", policy_cfg.type).build(
-            policy_cfg.params, observation_space=self.worker.observation_space,
-            action_space=self.worker.action_space, role=PolicyRole.EVAL,
-            device=resolve_device(policy_cfg.rollout_device), seed=policy_seed)
+        return spec.build(policy_cfg.params, observation_space=self.worker.observation_space,
+                          action_space=self.worker.action_space, role=PolicyRole.EVAL,
+                          device=resolve_device(policy_cfg.rollout_device), seed=policy_seed)
 
     def setup_rollout(self, policy_cfg: Any, preprocessor_cfgs: Sequence[Any], *, policy_seed: int,
-                      needs_next_obs: bool) -> None:
+                      needs_next_obs: bool, light: bool = False) -> None:
         """Wrap the rollout policy copy and the preprocessors in an EnvRunner.
 
-        The copy :meth:`build_rollout_policy` built for the same config and seed is used; else one is built.
+        The copy :meth:`build_rollout_policy` built for the same config, seed and ``light`` is used; else one
+        is built. ``light`` (weights arrive as numpy arrays): the policy's torch-free copy, when it has one.
         """
         from rlightning_core.env.runner import EnvRunner
 
         reg = self.plugins.registry
         prebuilt, self._prebuilt = self._prebuilt, None
-        if prebuilt is not None and prebuilt[0] == (policy_cfg, int(policy_seed)):
+        if prebuilt is not None and prebuilt[0] == (policy_cfg, int(policy_seed), bool(light)):
             policy = prebuilt[1]
         else:
-            policy = self._build_policy(policy_cfg, policy_seed)
+            policy = self._build_policy(policy_cfg, policy_seed, light)
         pre = [reg.resolve("preprocessor", pc.type).build(pc.params, observation_space=self.worker.observation_space,
                                                           num_envs=self.worker.num_envs)
                for pc in preprocessor_cfgs]
         self.runner = EnvRunner(self.worker, policy, pre, column=self.column, label=self.label,
                                 needs_next_obs=needs_next_obs)
+
+    def imports_torch(self) -> bool:
+        """Whether torch is loaded in this process (a torch-free rollout copy keeps it out)."""
+        import sys
+
+        return "torch" in sys.modules
 
     def setup_remote_rollout(self, server: Any, half: int, preprocessor_cfgs: Sequence[Any], *,
                              needs_next_obs: bool, has_value: bool, timeout_s: float = 600.0) -> None:

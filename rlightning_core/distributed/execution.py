@@ -131,8 +131,10 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
         self.startup["env_actors_s"] = clock() - t1
         t2 = clock()
         prebuild: list[Any] = []
-        if not self.inference_server:  # the runners import torch and build their copies while the learner builds
-            prebuild = [a.build_rollout_policy.remote(self.policy_cfg, policy_seed=self._policy_seed(w))
+        self._light = self._light_candidate()
+        if not self.inference_server:  # the runners build their copies while the learner builds
+            prebuild = [a.build_rollout_policy.remote(self.policy_cfg, policy_seed=self._policy_seed(w),
+                                                      light=self._light)
                         for w, a in enumerate(self.env_group.actors)]
         extras = self._get([ln.build.remote(self.observation_space, self.action_space) for ln in self.learners],
                            cc.actor_start_timeout_s, "start the learner")[0]
@@ -147,6 +149,13 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
             t_dp = clock()
             self._form_data_parallel()
             self.startup["data_parallel_s"] = clock() - t_dp
+        # how weights travel decides the rollout copies: numpy ones need no torch in the runner
+        self.version = 0
+        self._sync_info: dict[str, float] = {}
+        self._reply_weights = self._small_cpu_policy()
+        if self._reply_weights:  # weights ride the learn reply; the rest (first sync, re-syncs) the object store
+            self.strategy = "object_store"
+        self._light = self._light and self.strategy == "object_store"
         # rollout copies inside the env actors, or inference servers the env actors ask every step
         t3 = clock()
         self.servers: list[Any] = []
@@ -164,15 +173,10 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
                                                  self.env_group.total_envs)
         # weight sync group
         t4 = clock()
-        self.version = 0
         self._staging_refs: list[Any] = []
         self._sync_refs: list[Any] = []  # a weight transfer queued ahead of the runners' next collect
-        self._sync_info: dict[str, float] = {}
         self._fresh_weights: Any = None  # ref of rank 0's weights from the last learn reply
         self._blocking_sync = True  # the first sync (and re-syncs after restarts, resumes) completes at once
-        self._reply_weights = self._small_cpu_policy()
-        if self._reply_weights:  # weights ride the learn reply; the rest (first sync, re-syncs) the object store
-            self.strategy = "object_store"
         if self.strategy in ("broadcast", "double_buffer"):
             self._form_group()
         if self.strategy == "double_buffer":
@@ -360,7 +364,21 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
                                               timeout_s=self.config.cluster.call_timeout_s)
             return
         actor.setup_rollout.remote(self.policy_cfg, list(self.config.preprocessors),
-                                   policy_seed=self._policy_seed(w), needs_next_obs=self.needs_next_obs)
+                                   policy_seed=self._policy_seed(w), needs_next_obs=self.needs_next_obs,
+                                   light=self._light)
+
+    def _light_candidate(self) -> bool:
+        """Whether the env runners may get torch-free rollout copies (``policy.rollout_impl``).
+
+        Only where nothing needs torch in the runner: CPU rollout, no inference server, no offload, weights sent
+        as numpy (``object_store``, or ``auto``, which picks it for small CPU policies; decided once the learner
+        reports the size, so a runner prebuilds the light copy and the driver confirms or replaces it).
+        """
+        pc, cc = self.policy_cfg, self.config.cluster
+        gpus = self.ray.cluster_resources().get("GPU", 0) if pc.rollout_device == "auto" else 0
+        cpu = pc.rollout_device == "cpu" or (pc.rollout_device == "auto" and not gpus)
+        return (getattr(pc, "rollout_impl", "auto") == "auto" and cpu and not self.inference_server
+                and not cc.offload and cc.weight_sync in ("auto", "object_store"))
 
     def _form_group(self) -> None:
         """(Re)form the torch.distributed group: learner rank 0, env runners 1..K."""

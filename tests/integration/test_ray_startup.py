@@ -156,6 +156,9 @@ def test_a_ray_run_with_auto_sync_needs_no_process_group_and_keeps_weights_bitwi
             assert copy.keys() == learner.keys() and all(np.array_equal(learner[k], copy[k]) for k in learner)
 
     assert_in_sync(1)  # the first sync happens before any rollout
+    # ppo registers a torch-free rollout copy: with numpy weight transfers the runners never import torch
+    assert ray.get([a.imports_torch.remote() for a in ex.env_group.actors]) == [False, False]
+    assert ray.get(ex.learner.__ray_call__.remote(lambda self: "torch" in __import__("sys").modules))
     members = [ex.learner, *ex.env_group.actors]
     assert not any(ray.get([m.__ray_call__.remote(lambda self: self._group_ready) for m in members]))
     assert set(ex.startup) >= {"env_actors_s", "learner_s", "rollout_setup_s", "first_sync_s", "total_s"}
@@ -172,3 +175,56 @@ def test_a_ray_run_with_auto_sync_needs_no_process_group_and_keeps_weights_bitwi
     assert result.env_steps == 256
     rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert any("loss/policy" in r for r in rows)
+
+
+@pytest.mark.ray
+def test_rollout_impl_torch_keeps_torch_copies_in_the_runners(ray_cluster, cartpole_config, build_run):
+    config = cartpole_config("cluster.mode=ray", "env.num_workers=1", "env.num_envs=2", "checkpoint.every=0",
+                             "engine.total_steps=64", "engine.eval_every=0", "policy.rollout_impl=torch")
+    ex = build_run(config).execution
+    actor = ex.env_group.actors[0]
+    assert ex.ray.get(actor.imports_torch.remote())
+    assert ex.ray.get(actor.__ray_call__.remote(lambda self: type(self.runner.policy).__name__)) == "PPOPolicy"
+    ex.collect(config.engine.params.rollout_steps)  # and it acts with the learner's weights
+    ex.learn(0.0)
+    ex.sync()
+    ex._finish_sync()
+    learner, copy = ex.ray.get([ex.learner.get_weights.remote(), actor.get_weights.remote()])
+    ex.close()
+    assert all(np.array_equal(learner[k], copy[k]) for k in learner)
+
+
+def test_an_env_runner_builds_the_torch_free_copy_only_when_asked_and_offered():
+    result = _fresh_python("""
+        from rlightning_core.distributed.actors import EnvRunnerActor, LearnerActor
+        import gymnasium as gym
+        import numpy as np
+
+        actor = EnvRunnerActor(config.env[0], selection=selection, num_envs=2, seed=0, worker_index=0,
+                               label="CartPole-v1", column=0, num_threads=1)
+        actor.build_rollout_policy(config.policy, policy_seed=5, light=True)
+        actor.setup_rollout(config.policy, [], policy_seed=5, needs_next_obs=False, light=True)
+        light = type(actor.runner.policy).__name__
+        torch_before_weights = actor.imports_torch()
+        group = build_policy_group(config.policy.type, config.policy, config.cluster)
+        learner = LearnerActor(group.policy_cfg, selection=selection, seed=3)  # (imports torch: a learner here)
+        env = gym.make("CartPole-v1")
+        learner.build(env.observation_space, env.action_space)
+        actor.set_weights(learner.get_weights(), 4)
+        mine, ref = actor.get_weights(), learner.get_weights()
+        bitwise = mine.keys() == ref.keys() and all(np.array_equal(mine[k], ref[k]) for k in ref)
+        actor.reset(0)
+        chunk, stats = actor.collect(4)
+        # the driver decided on torch copies after all (e.g. a broadcast sync): the prebuilt light copy is replaced
+        actor.build_rollout_policy(config.policy, policy_seed=5, light=True)
+        actor.setup_rollout(config.policy, [], policy_seed=5, needs_next_obs=False, light=False)
+        replaced = type(actor.runner.policy).__name__
+        import attrs
+        gelu = attrs.evolve(config.policy, params=attrs.evolve(config.policy.params, activation="gelu"))
+        actor.setup_rollout(gelu, [], policy_seed=5, needs_next_obs=False, light=True)  # no numpy gelu: torch
+        print(json.dumps({"light": light, "torch_before_weights": torch_before_weights, "bitwise": bitwise,
+                          "version": chunk.weight_version, "steps": stats.steps, "replaced": replaced,
+                          "gelu": type(actor.runner.policy).__name__}))
+    """)
+    assert result == {"light": "NumpyPPORollout", "torch_before_weights": False, "bitwise": True, "version": 4,
+                      "steps": 8, "replaced": "PPOPolicy", "gelu": "PPOPolicy"}

@@ -18,19 +18,7 @@ from rlightning_core.policy.numerics import guard_of
 from rlightning_core.policy.optim import LeanAdam
 from rlightning_ppo.networks import ActorCritic, gaussian_entropy, gaussian_log_prob
 from rlightning_ppo.params import PPOParams
-
-
-def _space_info(observation_space: Any, action_space: Any) -> tuple[int, int, bool]:
-    from gymnasium import spaces
-
-    if not isinstance(observation_space, spaces.Box):
-        raise TypeError(f"ppo needs a Box observation space (flat vectors), got {observation_space}")
-    obs_dim = int(np.prod(observation_space.shape))
-    if isinstance(action_space, spaces.Discrete):
-        return obs_dim, int(action_space.n), True
-    if isinstance(action_space, spaces.Box) and len(action_space.shape) == 1:
-        return obs_dim, int(action_space.shape[0]), False
-    raise TypeError(f"ppo supports Discrete and 1-D Box action spaces, got {action_space}")
+from rlightning_ppo.spaces import space_info
 
 
 def _adam(parameters: Any, params: PPOParams) -> torch.optim.Optimizer:
@@ -84,7 +72,7 @@ class PPOPolicy(BasePolicy):
                  role: PolicyRole = PolicyRole.TRAIN, device: str = "cpu", seed: int = 0) -> None:
         super().__init__(params, observation_space=observation_space, action_space=action_space, role=role,
                          device=device, seed=seed)
-        obs_dim, act_dim, self.discrete = _space_info(observation_space, action_space)
+        obs_dim, act_dim, self.discrete = space_info(observation_space, action_space)
         self.obs_shape = tuple(observation_space.shape)
         torch.manual_seed(seed)  # parameter initialization is a function of the seed alone
         self.net = ActorCritic(obs_dim, act_dim, discrete=self.discrete, hidden_sizes=list(params.hidden_sizes),
