@@ -6,7 +6,7 @@
    mode with the same 8 envs. Target: >= 1.0. Beside it (report only): the inference-server topology, the
    same 2 env actors asking 1 batching rollout actor every step.
 3. Startup: wall time from building the run to the first collected chunk in ray mode, against `ray.init`
-   alone measured in the same run (alternating, medians). Target: <= ray.init + 1 s.
+   alone, each in a fresh interpreter (alternating, medians). Target: <= ray.init + 1 s.
 4. Memory: PSS of the driver and every Ray process of a ray-mode CartPole run with 2 env workers, at the first
    chunk and after two training iterations (the learner's first optimizer step imports torch._dynamo).
    Target: <= 1.0 GiB in all.
@@ -73,15 +73,26 @@ def scaling(workers: list[int], steps_per_worker: int, tmp: Path) -> None:
         print(f"  target at K={workers[-1]}: >= 0.8*K -> {ratio:.2f}*K {'PASS' if ratio >= 0.8 else 'FAIL'}")
 
 
-def overhead(tmp: Path, total: int) -> None:
-    print("\n2. overhead: CartPole PPO, whole loop SPS, ray (2 env-runner actors x 4 envs) vs local (8 envs)")
-    local = build(cartpole(f"engine.total_steps={total}")).run(tmp / "local")
-    engine = build(cartpole("cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", f"engine.total_steps={total}"))
-    remote = engine.run(tmp / "ray")
-    engine.env_group.close()
-    ls, rs = local.env_steps / local.train_s, remote.env_steps / remote.train_s
-    print(f"  local {ls:8.0f} sps   ray {rs:8.0f} sps   ratio {rs / ls:.2f} (target >= 1.0: "
-          f"{'PASS' if rs / ls >= 1.0 else 'FAIL'})")
+def overhead(tmp: Path, total: int, repeats: int = 1) -> None:
+    print(f"\n2. overhead: CartPole PPO, whole loop SPS, ray (2 env-runner actors x 4 envs) vs local (8 envs); "
+          f"{repeats} alternating round(s), medians")
+    modes = {"local": (), "ray, learner actor": ("cluster.mode=ray", "env.num_workers=2", "env.num_envs=4"),
+             "ray, learner in the driver (cluster.train_workers=0)": (
+                 "cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", "cluster.train_workers=0")}
+    sps: dict[str, list[float]] = {m: [] for m in modes}
+    for r in range(repeats):
+        for k, (m, overrides) in enumerate(modes.items()):
+            engine = build(cartpole(*overrides, f"engine.total_steps={total}"))
+            result = engine.run(tmp / f"overhead-{r}-{k}")
+            engine.env_group.close()
+            sps[m].append(result.env_steps / result.train_s)
+        print(f"  round {r + 1}: " + "   ".join(f"{m} {v[-1]:7.0f}" for m, v in sps.items()))
+    med = {m: sorted(v)[len(v) // 2] for m, v in sps.items()}
+    ls = med["local"]
+    for m in list(modes)[1:]:
+        ratios = [a / b for a, b in zip(sps[m], sps["local"], strict=True)]
+        print(f"  {m}: {med[m]:8.0f} sps vs local {ls:8.0f}: ratio of medians {med[m] / ls:.2f}, per round "
+              f"{', '.join(f'{x:.2f}' for x in ratios)} (target >= 1.0: {'PASS' if med[m] / ls >= 1.0 else 'FAIL'})")
     engine = build(cartpole("cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", f"engine.total_steps={total}",
                             "cluster.topology=inference_server", "cluster.eval_workers=1"))
     served = engine.run(tmp / "ray-server")
@@ -91,49 +102,79 @@ def overhead(tmp: Path, total: int) -> None:
           f"ratio to local {ss / ls:.2f} (report only)")
 
 
-def startup(tmp: Path, repeats: int = 1) -> None:
-    print(f"\n3. startup: ray.init alone vs build + first chunk in ray mode (alternating, {repeats}x, medians)")
+def startup(tmp: Path, repeats: int = 1, train_workers: int = 1) -> None:
+    """Parts 3 and 4, each measurement in a fresh interpreter (as ``rlightning train`` starts): a driver that
+    imported torch or started Ray before would make the next start-up look faster than it is."""
+    import json
+    import subprocess
+
+    print(f"\n3. startup: ray.init alone vs build + first chunk in ray mode, cluster.train_workers={train_workers} "
+          f"(alternating, {repeats}x, fresh processes, medians)")
+    ray.shutdown()
     inits, firsts, afters = [], [], []
+    child: dict = {}
     for i in range(repeats):
-        ray.shutdown()
-        t0 = time.perf_counter()
-        ray.init(num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1", logging_level="ERROR")
-        inits.append(time.perf_counter() - t0)
-        ray.shutdown()
-        cpu0 = time.process_time()
-        t0 = time.perf_counter()
-        engine = build(cartpole("cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", "cluster.num_cpus=4"))
-        engine.execution.reset(0)
-        engine.execution.collect(1)
-        firsts.append(time.perf_counter() - t0)
-        cpu = process_tree_cpu_s()
-        cpu_s = sum(cpu.values()) - cpu0  # the Ray processes all started after t0; the driver before t0 is not
-        own = engine.env_group.cluster_handle.init_s  # this run's own ray.init (it varies by seconds under load)
-        afters.append(firsts[-1] - own)
+        runs = {}
+        for part in ("init", "first"):
+            out = subprocess.run([sys.executable, __file__, "--child", part, "--train-workers", str(train_workers),
+                                  "--memory", str(int(i == repeats - 1))], capture_output=True, text=True,
+                                 timeout=900, cwd=ROOT)
+            if out.returncode:
+                raise RuntimeError(f"startup child {part} failed:\n{out.stderr[-3000:]}")
+            runs[part] = json.loads(out.stdout.strip().splitlines()[-1])
+        child = runs["first"]
+        inits.append(runs["init"]["init_s"])
+        firsts.append(child["first_s"])
+        afters.append(child["first_s"] - child["own_init_s"])
         print(f"  run {i + 1}: ray.init {inits[-1]:.2f}s   build + first chunk {firsts[-1]:.2f}s   "
-              f"({firsts[-1] - inits[-1]:+.2f}s; its own ray.init {own:.2f}s, after it {afters[-1]:.2f}s; "
-              f"CPU of the process tree meanwhile {cpu_s:.1f}s)   "
-              f"phases {', '.join(f'{k[:-2]} {v:.2f}' for k, v in engine.execution.startup.items())}")
-        if i < repeats - 1:
-            engine.execution.close()
-            engine.env_group.close()
+              f"({firsts[-1] - inits[-1]:+.2f}s; its own ray.init {child['own_init_s']:.2f}s, after it "
+              f"{afters[-1]:.2f}s; CPU of the process tree meanwhile {child['cpu_s']:.1f}s)   "
+              f"phases {', '.join(f'{k[:-2]} {v:.2f}' for k, v in child['phases'].items())}")
     init_s, first = sorted(inits)[len(inits) // 2], sorted(firsts)[len(firsts) // 2]
     after = sorted(afters)[len(afters) // 2]
     print(f"  median: ray.init {init_s:.2f}s   build + first chunk {first:.2f}s   overhead {first - init_s:+.2f}s "
           f"(target <= +1.0s: {'PASS' if first - init_s <= 1.0 else 'FAIL'}); after the run's own ray.init "
           f"{after:+.2f}s ({'PASS' if after <= 1.0 else 'FAIL'})")
-    print("\n4. memory: PSS of the driver + its Ray processes with 2 env workers (target <= 1024 MiB)")
-    report_pss("at the first chunk", process_tree_pss_mib(), cpu)
-    ex = engine.execution  # a steady state: two iterations (the first optimizer step imports torch._dynamo)
-    steps = engine.config.engine.params.rollout_steps
-    for it in range(2):
+    print("\n4. memory: PSS of the driver + its Ray processes with 2 env workers (target <= 1024 MiB), last run")
+    report_pss("at the first chunk", child["pss_first"], child["cpu_first"])
+    report_pss("after two learn + sync iterations (steady state)", child["pss_steady"], child["cpu_steady"])
+
+
+def startup_child(part: str, train_workers: int, memory: bool) -> None:
+    """One start-up measurement in this fresh interpreter; prints a JSON object."""
+    import json
+
+    if part == "init":
+        t0 = time.perf_counter()
+        ray.init(num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1", logging_level="ERROR")
+        print(json.dumps({"init_s": time.perf_counter() - t0}))
+        ray.shutdown()
+        return
+    config = cartpole("cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", "cluster.num_cpus=4",
+                      f"cluster.train_workers={train_workers}")
+    cpu0 = time.process_time()
+    t0 = time.perf_counter()
+    engine = build(config)
+    engine.execution.reset(0)
+    engine.execution.collect(1)
+    first = time.perf_counter() - t0
+    cpu = process_tree_cpu_s()
+    result = {"first_s": first, "own_init_s": engine.env_group.cluster_handle.init_s,
+              "cpu_s": sum(cpu.values()) - cpu0,  # the Ray processes all started after t0; the driver before not
+              "phases": engine.execution.startup}
+    if memory:
+        result["pss_first"], result["cpu_first"] = process_tree_pss_mib(), cpu
+        ex = engine.execution  # a steady state: two iterations (the first optimizer step imports torch._dynamo)
+        steps = engine.config.engine.params.rollout_steps
+        for it in range(2):
+            ex.collect(steps)
+            ex.learn(it / 100)
+            ex.sync()
         ex.collect(steps)
-        ex.learn(it / 100)
-        ex.sync()
-    ex.collect(steps)
-    report_pss("after two learn + sync iterations (steady state)", process_tree_pss_mib(), process_tree_cpu_s())
+        result["pss_steady"], result["cpu_steady"] = process_tree_pss_mib(), process_tree_cpu_s()
     engine.execution.close()
     engine.env_group.close()
+    print(json.dumps(result))
 
 
 def report_pss(when: str, pss: dict[str, float], cpu: dict[str, float]) -> None:
@@ -195,10 +236,18 @@ def main() -> None:
     parser.add_argument("--workers", nargs="*", type=int, default=[1, 2, 4, 8])
     parser.add_argument("--steps", type=int, default=2048, help="env steps per worker in the scaling runs")
     parser.add_argument("--overhead-steps", type=int, default=30720)
+    parser.add_argument("--overhead-repeats", type=int, default=3, help="alternating local / ray rounds")
     parser.add_argument("--parts", nargs="*", default=["scaling", "overhead", "startup"],
                         help="startup also measures memory (parts 3 and 4)")
     parser.add_argument("--startup-repeats", type=int, default=3, help="alternating startup measurements")
+    parser.add_argument("--train-workers", type=int, default=1,
+                        help="startup and memory: learner actors (0: the learner in the driver)")
+    parser.add_argument("--child", choices=["init", "first"], help=argparse.SUPPRESS)
+    parser.add_argument("--memory", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        startup_child(args.child, args.train_workers, bool(args.memory))
+        return
     print(f"load average {os.getloadavg()}")
     path = os.pathsep.join([BENCH, str(ROOT), os.environ.get("PYTHONPATH", "")])
     ray.init(num_cpus=max(8, max(args.workers)) + 2, include_dashboard=False, _node_ip_address="127.0.0.1",
@@ -207,9 +256,9 @@ def main() -> None:
         if "scaling" in args.parts:
             scaling(args.workers, args.steps, Path(tmp))
         if "overhead" in args.parts:
-            overhead(Path(tmp), args.overhead_steps)
+            overhead(Path(tmp), args.overhead_steps, args.overhead_repeats)
         if "startup" in args.parts:
-            startup(Path(tmp), args.startup_repeats)
+            startup(Path(tmp), args.startup_repeats, args.train_workers)
     ray.shutdown()
 
 

@@ -36,8 +36,10 @@ def describe_plan(config: Any, config_file: str, run_dir: str | None) -> list[st
         lines.append(f"  workers env[{i}] {env.label}: {env.num_workers} worker(s) x {env.num_envs} env(s)"
                      + (f", {env.num_cpus} CPU each" if config.cluster.mode == "ray" else ""))
     p = config.policy
-    lines.append(f"  learner: {config.cluster.train_workers} x {p.type} on {p.device}; rollout copies on "
-                 f"{p.rollout_device}; {p.num_threads} torch thread(s)")
+    where = (f"{config.cluster.train_workers} x {p.type}" if config.cluster.train_workers or
+             config.cluster.mode != "ray" else f"{p.type} in the driver process (cluster.train_workers: 0)")
+    lines.append(f"  learner: {where} on {p.device}; rollout copies on {p.rollout_device}; "
+                 f"{p.num_threads} torch thread(s)")
     steps = getattr(config.engine.params, "rollout_steps", None)
     if steps:
         per_it = steps * total_envs

@@ -139,8 +139,10 @@ class ClusterConfig:
     """GPUs of a locally started Ray cluster (``null``: detected)."""
     dashboard: bool = False
     """Start Ray's dashboard with a locally started cluster."""
-    train_workers: int = field(default=1, validator=ge(1))
-    """Learner workers; more than one trains data-parallel over a torch.distributed group."""
+    train_workers: int = field(default=1, validator=ge(0))
+    """Learner workers; more than one trains data-parallel over a torch.distributed group. ``0`` (ray mode, sync
+    engine): the single learner runs in the driver process instead of an actor of its own (one process and one
+    task round trip per iteration fewer; like RLlib's ``num_learners=0``)."""
     eval_workers: int = field(default=0, validator=ge(0))
     """Rollout (inference) workers for the inference-server topology; ``0`` keeps rollout in env workers."""
     topology: str = field(default="env_runner", validator=one_of("env_runner", "inference_server"))

@@ -380,11 +380,16 @@ class EnvRunnerActor(CollectiveMember):
         """Reset the envs (seeded)."""
         self.runner.reset(seed=seed)
 
-    def collect(self, num_steps: int) -> tuple[Any, Any]:
+    def collect(self, num_steps: int, weights: dict[str, np.ndarray] | None = None,
+                version: int | None = None) -> tuple[Any, Any]:
         """Step ``num_steps`` times; returns ``(chunk, stats)`` (two object refs with ``num_returns=2``).
 
-        With a buffer shard (``cluster.sharded_buffer``) the chunk stays here and a receipt is returned.
+        ``weights`` (numpy, with their ``version``) are adopted first: a driver that holds the learner sends
+        them with the collect instead of in a call of their own. With a buffer shard (``cluster.sharded_buffer``)
+        the chunk stays here and a receipt is returned.
         """
+        if weights is not None:
+            self.set_weights(weights, int(version if version is not None else 0))
         self._ensure_on_device()
         chunk, stats = self.runner.collect(num_steps)
         stats.preprocessor_states = [p.state_dict() for p in self.runner.preprocessors] or None
@@ -496,11 +501,12 @@ class LearnerActor(CollectiveMember):
     """
 
     def __init__(self, policy_cfg: Any, *, selection: Sequence[str], seed: int, num_threads: int = 1,
-                 rank: int = 0, world_size: int = 1, offload: bool = False) -> None:
+                 rank: int = 0, world_size: int = 1, offload: bool = False, plugins: Any = None) -> None:
         import torch  # the expensive part of start-up, overlapped with the env actors' own
 
         torch.set_num_threads(num_threads)
-        self.plugins = _load_plugins(selection)
+        # in the driver (cluster.train_workers: 0) the driver's plugin set is passed in; an actor loads its own
+        self.plugins = plugins if plugins is not None else _load_plugins(selection)
         self.policy_cfg, self.seed = policy_cfg, seed
         self.rank, self.world_size = rank, world_size
         self.policy: Any = None

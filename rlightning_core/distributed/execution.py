@@ -86,6 +86,8 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
                 raise ConfigError([f"cluster.sharded_buffer: not available with cluster.train_workers="
                                    f"{cc.train_workers} (data-parallel learners read a learner-side buffer); "
                                    "use one or the other"])
+        if cc.train_workers == 0:
+            self._check_in_process(config)
         self.strategy = "broadcast" if cc.weight_sync == "auto" else cc.weight_sync
         if self.strategy == "local":
             raise ConfigError(["cluster.weight_sync: 'local' copies weights inside one process; in ray mode "
@@ -113,13 +115,21 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
         ptype = self.policy_cfg.type.replace(":", "-")
         learner_cls: Any = ray.remote(LearnerActor)
         plan = self.env_group.plan
-        self.world_size = cc.train_workers
-        self.learners: list[Any] = [learner_cls.options(
-            num_cpus=cc.learner_num_cpus, num_gpus=cc.learner_num_gpus, name=f"policy-train-{ptype}-{r}",
-            max_concurrency=1, **plan.options(plan.learner_bundle_of(r)),
-        ).remote(self.policy_cfg, selection=self.selection, seed=derive_seed(config.seed, 3, r),
-                 num_threads=self.policy_cfg.num_threads, rank=r, world_size=self.world_size,
-                 offload=cc.offload) for r in range(self.world_size)]
+        self.world_size = max(cc.train_workers, 1)
+        self.in_process = cc.train_workers == 0  # the learner lives in this (the driver's) process
+        if self.in_process:
+            from rlightning_core.distributed.in_process import InProcessActor
+
+            self.learners: list[Any] = [InProcessActor(ray, LearnerActor(
+                self.policy_cfg, selection=self.selection, seed=derive_seed(config.seed, 3, 0),
+                num_threads=self.policy_cfg.num_threads, plugins=plugins))]
+        else:
+            self.learners = [learner_cls.options(
+                num_cpus=cc.learner_num_cpus, num_gpus=cc.learner_num_gpus, name=f"policy-train-{ptype}-{r}",
+                max_concurrency=1, **plan.options(plan.learner_bundle_of(r)),
+            ).remote(self.policy_cfg, selection=self.selection, seed=derive_seed(config.seed, 3, r),
+                     num_threads=self.policy_cfg.num_threads, rank=r, world_size=self.world_size,
+                     offload=cc.offload) for r in range(self.world_size)]
         self.learner: Any = self.learners[0]  # rank 0: weight-sync source, checkpointed state, evaluation
         self.seeds = SeedLedger()  # every worker's seed by (group, rank, restart), into RUN_DIR/seeds.jsonl
         for r in range(self.world_size):
@@ -153,8 +163,8 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
         self.version = 0
         self._sync_info: dict[str, float] = {}
         self._reply_weights = self._small_cpu_policy()
-        if self._reply_weights:  # weights ride the learn reply; the rest (first sync, re-syncs) the object store
-            self.strategy = "object_store"
+        if self._reply_weights or self.in_process:  # weights ride the learn reply (and first sync, re-syncs,
+            self.strategy = "object_store"          # an in-driver learner's big weights: the object store)
         self._light = self._light and self.strategy == "object_store"
         # rollout copies inside the env actors, or inference servers the env actors ask every step
         t3 = clock()
@@ -188,8 +198,9 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
         self.sync()
         self._blocking_sync = False
         self.startup["first_sync_s"] = clock() - t5
-        for ln in self.learners:  # the learner idles until the first chunks: import what its first step needs
-            ln.warm_up.remote()
+        if not self.in_process:  # the learner idles until the first chunks: import what its first step needs
+            for ln in self.learners:
+                ln.warm_up.remote()
         self.startup["total_s"] = clock() - t0
         self._pending_chunks: list[Any] = []
         self._eval_policy: Any = None
@@ -198,6 +209,31 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
         log.info("ray startup: %s", ", ".join(f"{k[:-2]} {v:.2f}s" for k, v in self.startup.items()))
 
     # -- helpers -----------------------------------------------------------------------------------------
+    @staticmethod
+    def _check_in_process(config: MainConfig) -> None:
+        """``cluster.train_workers: 0`` (the learner in the driver): refuse what needs a learner actor."""
+        cc, problems = config.cluster, []
+        if config.engine.type not in ("sync", "rlightning:sync"):
+            problems.append(f"engine.type: {config.engine.type!r} with cluster.train_workers: 0 (the learner in "
+                            "the driver): only the sync engine drives an in-process learner; use "
+                            "cluster.train_workers: 1 (or more)")
+        if cc.weight_sync not in ("auto", "object_store"):
+            problems.append(f"cluster.weight_sync: {cc.weight_sync!r} needs a learner actor in the weight-sync "
+                            "group; with cluster.train_workers: 0 use auto or object_store")
+        if cc.placement != "default":
+            problems.append(f"cluster.placement: {cc.placement!r} places a learner actor; with "
+                            "cluster.train_workers: 0 the learner is the driver, so use default")
+        for key, on in (("cluster.sharded_buffer", cc.sharded_buffer), ("cluster.offload", cc.offload),
+                        ("cluster.topology: inference_server", cc.topology == "inference_server")):
+            if on:
+                problems.append(f"{key}: not available with cluster.train_workers: 0 (the learner in the "
+                                "driver); use cluster.train_workers: 1")
+        if config.policy.device not in ("cpu", "auto"):
+            problems.append(f"policy.device: {config.policy.device!r}: with cluster.train_workers: 0 the learner "
+                            "runs in the driver on CPU; give it an actor (cluster.train_workers: 1) for a GPU")
+        if problems:
+            raise ConfigError(problems)
+
     def _get(self, refs: Any, timeout: float, what: str) -> Any:
         try:
             return self.ray.get(refs, timeout=timeout)
@@ -428,16 +464,22 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
         the learn); a failed collect voids the chained learn (its chunk arguments are errors, so the learner
         never runs it) and :meth:`learn` submits a fresh one.
         """
-        if not (self.inference_server or getattr(self, "sharded", False) or self.config.cluster.offload):
+        if not (self.inference_server or getattr(self, "sharded", False) or self.config.cluster.offload
+                or self.in_process):  # an in-process learner would wait for the chunks right here
             self._chain_progress: float | None = progress
 
     def _submit_learn(self, progress: float, chunks: list[Any]) -> tuple[list[Any], Any]:
         """Every rank gets every chunk ref and stores its own slice of the env columns.
 
         Returns the metrics refs and, when the weights ride the learn reply (:meth:`_reply_sync`), the ref of
-        rank 0's new weights (a separate return value: the driver passes it on without fetching it).
+        rank 0's new weights (a separate return value: the driver passes it on without fetching it). An
+        in-process learner (``cluster.train_workers: 0``) learns right here and returns values instead.
         """
         reply = self._reply_sync()
+        if self.in_process:  # values, not references: the metrics stay here, the weights go inline to the runners
+            out = self.learner.target.learn(progress, *self.ray.get(chunks), with_weights=reply)
+            metrics, weights = out if reply else (out, None)
+            return [metrics], weights
         refs: list[Any] = []
         weights_ref = None
         for r, ln in enumerate(self.learners):
@@ -451,7 +493,8 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
     def collect(self, num_steps: int) -> list[RolloutStats]:
         """Every env runner collects a chunk in parallel; chunks stay in the object store for the learner."""
         actors = self.env_group.actors
-        calls = [a.collect.options(num_returns=2).remote(num_steps) for a in actors]
+        ride, self._weights_with_collect = getattr(self, "_weights_with_collect", None) or (), None
+        calls = [a.collect.options(num_returns=2).remote(num_steps, *ride) for a in actors]
         chunks: list[Any] = [c for c, _ in calls]
         progress, self._chain_progress = getattr(self, "_chain_progress", None), None
         chained = (progress, *self._submit_learn(progress, chunks)) if progress is not None else None
@@ -576,7 +619,7 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
                     a.offload_idle.remote()
             refs, weights_ref = self._submit_learn(progress, chunks)
         try:
-            results = self.ray.get(refs, timeout=self.config.cluster.call_timeout_s)
+            results = refs if self.in_process else self.ray.get(refs, timeout=self.config.cluster.call_timeout_s)
         except self.ray.exceptions.RayActorError as exc:
             raise self._learner_failed(exc) from exc
         self._fresh_weights = weights_ref

@@ -41,6 +41,9 @@ def describe_ray_plan(config: Any, labels: list[str]) -> list[str]:
         "double_buffer": f" over {backend} into staging buffers of {holders}, swapped between two steps",
         "node_shared": f": one /dev/shm copy per node, loaded by {holders}",
     }.get(sync, "")
+    if c.train_workers == 0:  # the learner is the driver: weights leave it as numpy arrays
+        sync, detail = "object_store", (" from the learner in the driver: numpy weights ride each env runner's "
+                                        "next collect call (one ray.put per sync above 1 MiB)")
     lines.append(f"weight sync: {sync}{detail}")
     if c.sharded_buffer:
         lines.append("buffer: sharded, one shard in each env-runner actor (on-policy: gathered before learning; "

@@ -33,6 +33,8 @@ class WeightSyncMixin:
     _staging_refs: list[Any]
     _fresh_weights: Any
     _presync: tuple[int, list[Any]] | None
+    _weights_with_collect: tuple[Any, int] | None
+    in_process: bool
 
     if TYPE_CHECKING:
         @property
@@ -177,11 +179,16 @@ class WeightSyncMixin:
         """Push the learner's weights (and merged preprocessor statistics) to every rollout copy."""
         t0 = time.perf_counter()
         self.version += 1
+        self._weights_with_collect = None  # a newer set supersedes weights still waiting for a collect
         queued = self._queue_sync()
         fresh, self._fresh_weights = self._fresh_weights, None
         presync, self._presync = getattr(self, "_presync", None), None
         if queued and presync is not None and presync[0] == self.version:  # already on their way (collect)
             self._sync_refs += presync[1]
+            metrics = {"sync/bytes": self._sync_info.get("bytes", 0.0)}
+        elif queued and fresh is not None and self.in_process:
+            # the learner is in this process: the weights (numpy values) go with each runner's next collect call
+            self._weights_with_collect = (fresh, self.version)
             metrics = {"sync/bytes": self._sync_info.get("bytes", 0.0)}
         elif queued and fresh is not None:  # the weights came with the learn reply (_reply_sync)
             self._sync_refs += [a.set_weights.remote(fresh, self.version) for a in self.rollout_actors]
