@@ -380,16 +380,17 @@ class EnvRunnerActor(CollectiveMember):
         """Reset the envs (seeded)."""
         self.runner.reset(seed=seed)
 
-    def collect(self, num_steps: int, weights: dict[str, np.ndarray] | None = None,
-                version: int | None = None) -> tuple[Any, Any]:
+    def collect(self, num_steps: int, weights: Any = None, version: int | None = None) -> tuple[Any, Any]:
         """Step ``num_steps`` times; returns ``(chunk, stats)`` (two object refs with ``num_returns=2``).
 
-        ``weights`` (numpy, with their ``version``) are adopted first: a driver that holds the learner sends
-        them with the collect instead of in a call of their own. With a buffer shard (``cluster.sharded_buffer``)
-        the chunk stays here and a receipt is returned.
+        ``weights`` (:func:`~rlightning_core.distributed.ray_common.pack_weights`, with their ``version``) are
+        adopted first: a driver that holds the learner sends them with the collect instead of in a call of their
+        own. With a buffer shard (``cluster.sharded_buffer``) the chunk stays here and a receipt is returned.
         """
         if weights is not None:
-            self.set_weights(weights, int(version if version is not None else 0))
+            from rlightning_core.distributed.ray_common import unpack_weights
+
+            self.set_weights(unpack_weights(weights), int(version if version is not None else 0))
         self._ensure_on_device()
         chunk, stats = self.runner.collect(num_steps)
         stats.preprocessor_states = [p.state_dict() for p in self.runner.preprocessors] or None

@@ -31,16 +31,6 @@ def required_cpus(config: MainConfig) -> float:
     return envs + c.train_workers * c.learner_num_cpus + c.eval_workers * c.rollout_num_cpus
 
 
-def _import_quietly(module: str) -> None:
-    """Import ``module`` ahead of its first use (a failure surfaces at that use, with its own message)."""
-    import importlib
-
-    try:
-        importlib.import_module(module)
-    except Exception:  # reported where the module is really needed
-        pass
-
-
 class RayCluster:
     """Joins ``cluster.address`` or starts a local cluster (loopback, dashboard off unless asked).
 
@@ -69,10 +59,9 @@ class RayCluster:
         t0 = time.perf_counter()
         os.environ.setdefault("RAY_DEDUP_LOGS", "0")
         if c.train_workers == 0:  # the learner will be built here: import torch while ray.init waits on its daemons
-            import threading
+            from rlightning_core.distributed.lazy_dynamo import prefetch_module
 
-            threading.Thread(target=_import_quietly, args=("torch",), name="rlightning-prefetch-torch",
-                             daemon=True).start()
+            prefetch_module("torch")
         if c.address is not None:
             ray.init(address=c.address, logging_level=logging.WARNING, log_to_driver=True)
         else:

@@ -154,6 +154,10 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
             [ln.bind_buffer.remote(bname, bparams, self._shard_spec(r, rollout_steps, extras))
              for r, ln in enumerate(self.learners)], cc.actor_start_timeout_s, "allocate the buffer")[0]
         self.startup["learner_s"] = clock() - t2
+        if self.in_process:  # the first optimizer step imports torch._dynamo (~1.5 s of CPU): start it now, on a
+            from rlightning_core.distributed.lazy_dynamo import prefetch_module  # thread, so it overlaps the
+                                                                                 # rest of start-up
+            prefetch_module("torch._dynamo")
         self._buffer_args = (bname, bparams, rollout_steps, extras)
         if self.world_size > 1:
             t_dp = clock()
@@ -495,6 +499,7 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
         actors = self.env_group.actors
         ride, self._weights_with_collect = getattr(self, "_weights_with_collect", None) or (), None
         calls = [a.collect.options(num_returns=2).remote(num_steps, *ride) for a in actors]
+
         chunks: list[Any] = [c for c, _ in calls]
         progress, self._chain_progress = getattr(self, "_chain_progress", None), None
         chained = (progress, *self._submit_learn(progress, chunks)) if progress is not None else None

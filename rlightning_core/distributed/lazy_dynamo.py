@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["dynamo_import_deferred"]
+__all__ = ["dynamo_import_deferred", "prefetch_module"]
 
 #: The attribute ``torch._disable_dynamo``'s wrapper caches its dynamo-disabled callable in.
 _CACHE = "__dynamo_disable"
@@ -64,3 +64,23 @@ def dynamo_import_deferred() -> Iterator[int]:
         for fn in patched:
             if fn.__dict__.get(_CACHE) is fn:
                 delattr(fn, _CACHE)
+
+
+def prefetch_module(name: str) -> None:
+    """Import module ``name`` on a daemon thread, ahead of its first use, while this thread waits on something.
+
+    For an in-driver learner: ``torch`` while ``ray.init`` waits on Ray's daemons, ``torch._dynamo`` while the
+    first chunks are collected. A later ``import`` of the same module waits for this one (the import lock), so
+    it is never loaded twice; a failure here is silent and surfaces, with its own message, at that import.
+    """
+    if name in sys.modules:
+        return
+    import threading
+
+    def load() -> None:
+        import importlib
+
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
+
+    threading.Thread(target=load, name=f"rlightning-prefetch-{name}", daemon=True).start()

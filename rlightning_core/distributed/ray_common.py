@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from rlightning_core.errors import RlightningError
 
-__all__ = ["REPLY_SYNC_MAX_BYTES", "WorkerFailure", "mean_metrics", "strip_private"]
+__all__ = ["REPLY_SYNC_MAX_BYTES", "PackedWeights", "WorkerFailure", "mean_metrics", "pack_weights", "strip_private",
+           "unpack_weights"]
 
 #: ``weight_sync: auto`` on CPU learners: weights up to this size ride the learner's reply (no collective).
 REPLY_SYNC_MAX_BYTES = 1 << 20
@@ -28,3 +31,32 @@ def mean_metrics(rows: list[dict[str, float]]) -> dict[str, float]:
 def strip_private(state: dict[str, Any]) -> dict[str, Any]:
     """Statistics only: per-env running values (e.g. ScaleReward's returns) stay with each worker."""
     return {k: v for k, v in state.items() if k != "returns"}
+
+
+#: Weights as one ``bytes`` blob plus ``(name, dtype, shape)`` per array, in order.
+PackedWeights = tuple[tuple[tuple[str, str, tuple[int, ...]], ...], bytes]
+
+
+def pack_weights(weights: dict[str, np.ndarray]) -> PackedWeights:
+    """One blob for a small set of numpy weights sent inline with a call to every runner.
+
+    Ray serializes a ``bytes`` argument with one copy, a dict of arrays array by array: measured here, a
+    collect call carrying a 64-64 MLP's 36 KB costs the driver ~0.3 ms to submit this way against ~0.5 ms.
+    """
+    layout = tuple((k, v.dtype.str, tuple(v.shape)) for k, v in weights.items())
+    return layout, b"".join(np.ascontiguousarray(v).tobytes() for v in weights.values())
+
+
+def unpack_weights(packed: PackedWeights) -> dict[str, np.ndarray]:
+    """The arrays of :func:`pack_weights` (read-only views of the blob; ``set_weights`` copies them)."""
+    layout, blob = packed
+    out: dict[str, np.ndarray] = {}
+    offset = 0
+    for name, dtype, shape in layout:
+        dt = np.dtype(dtype)
+        count = int(np.prod(shape, dtype=np.int64))
+        out[name] = np.frombuffer(blob, dtype=dt, count=count, offset=offset).reshape(shape)
+        offset += count * dt.itemsize
+    if offset != len(blob):
+        raise ValueError(f"packed weights: the layout covers {offset} bytes of a {len(blob)}-byte blob")
+    return out

@@ -10,7 +10,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from rlightning_core.config.schema import MainConfig
-from rlightning_core.distributed.ray_common import REPLY_SYNC_MAX_BYTES, strip_private
+from rlightning_core.distributed.ray_common import REPLY_SYNC_MAX_BYTES, pack_weights, strip_private
 
 __all__ = ["WeightSyncMixin"]
 
@@ -188,7 +188,7 @@ class WeightSyncMixin:
             metrics = {"sync/bytes": self._sync_info.get("bytes", 0.0)}
         elif queued and fresh is not None and self.in_process:
             # the learner is in this process: the weights (numpy values) go with each runner's next collect call
-            self._weights_with_collect = (fresh, self.version)
+            self._weights_with_collect = (pack_weights(fresh), self.version)
             metrics = {"sync/bytes": self._sync_info.get("bytes", 0.0)}
         elif queued and fresh is not None:  # the weights came with the learn reply (_reply_sync)
             self._sync_refs += [a.set_weights.remote(fresh, self.version) for a in self.rollout_actors]
