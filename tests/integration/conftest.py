@@ -14,6 +14,26 @@ def _have(kind: str, name: str) -> bool:
     return name in get_plugins().registry.names(kind)
 
 
+def _kill_env_worker_at(engine, ray, *, iteration: int = 2, index: int = 1) -> None:
+    """Make ``engine`` kill env worker ``index``'s actor (``ray.kill``) once iteration ``iteration`` logged."""
+    from rlightning_core import hookimpl
+    from rlightning_core.plugins import load_plugins
+
+    class Killer:
+        @hookimpl
+        def on_metrics(self, step, metrics):
+            if metrics.get("iteration") == iteration:
+                ray.kill(engine.execution.env_group.actors[index], no_restart=True)
+
+    engine.plugins = load_plugins(extra=[("killer", Killer())])
+
+
+@pytest.fixture
+def kill_env_worker_at():
+    """``kill_env_worker_at(engine, ray, iteration=2, index=1)``: a run that loses an env actor mid-way."""
+    return _kill_env_worker_at
+
+
 @pytest.fixture(scope="session")
 def training_plugins() -> None:
     """Skip when the gymnasium and ppo plugin distributions are not installed (the core-only matrix cell)."""

@@ -69,21 +69,11 @@ def test_ray_training_learns_and_matches_the_local_metrics_layout(ray_cluster, t
 
 
 def test_a_killed_env_worker_is_recreated_and_training_finishes(ray_cluster, tmp_path, cartpole_config,
-                                                                 build_run):
-    from rlightning_core import hookimpl
-    from rlightning_core.plugins import load_plugins
-
+                                                                 build_run, kill_env_worker_at):
     config = ray_config(cartpole_config, "engine.total_steps=1536", "engine.eval_every=0",
                         "engine.eval_episodes=2")
     engine = build_run(config)
-
-    class Killer:
-        @hookimpl
-        def on_metrics(self, step, metrics):
-            if metrics.get("iteration") == 2:
-                ray_cluster.kill(engine.execution.env_group.actors[1], no_restart=True)
-
-    engine.plugins = load_plugins(extra=[("killer", Killer())])
+    kill_env_worker_at(engine, ray_cluster)
     result = engine.run(tmp_path / "run")
     assert result.env_steps == 1536 and result.stop_reason == "total_steps"
     rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]

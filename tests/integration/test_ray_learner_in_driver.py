@@ -65,20 +65,10 @@ def test_the_learner_runs_in_the_driver_and_the_runners_get_its_weights_bitwise(
 
 @pytest.mark.ray
 def test_a_killed_env_worker_is_recreated_with_the_drivers_weights(ray_cluster, tmp_path, cartpole_config,
-                                                                    build_run):
-    from rlightning_core import hookimpl
-    from rlightning_core.plugins import load_plugins
-
+                                                                    build_run, kill_env_worker_at):
     config = _config(cartpole_config, "engine.total_steps=768", "checkpoint.every=0")
     engine = build_run(config)
-
-    class Killer:
-        @hookimpl
-        def on_metrics(self, step, metrics):
-            if metrics.get("iteration") == 2:
-                ray_cluster.kill(engine.execution.env_group.actors[1], no_restart=True)
-
-    engine.plugins = load_plugins(extra=[("killer", Killer())])
+    kill_env_worker_at(engine, ray_cluster)
     result = engine.run(tmp_path / "run")
     assert result.env_steps == 768 and result.stop_reason == "total_steps"
     assert engine.execution.env_group.slots[1].restarts == 1

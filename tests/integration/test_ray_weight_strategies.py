@@ -99,19 +99,10 @@ def test_node_shared_loads_one_node_copy_bit_for_bit(ray_cluster, cartpole_confi
 
 @pytest.mark.parametrize("strategy", ["double_buffer", "node_shared"])
 def test_training_runs_with_the_strategy_and_a_killed_worker_is_resynced(ray_cluster, tmp_path, cartpole_config,
-                                                                         build_run, strategy):
-    from rlightning_core import hookimpl
-    from rlightning_core.plugins import load_plugins
-
+                                                                         build_run, strategy,
+                                                                         kill_env_worker_at):
     engine = build_run(ray_config(cartpole_config, f"cluster.weight_sync={strategy}", "engine.total_steps=1536"))
-
-    class Killer:
-        @hookimpl
-        def on_metrics(self, step, metrics):
-            if metrics.get("iteration") == 2:
-                ray_cluster.kill(engine.execution.env_group.actors[1], no_restart=True)
-
-    engine.plugins = load_plugins(extra=[("killer", Killer())])
+    kill_env_worker_at(engine, ray_cluster)
     result = engine.run(tmp_path / "run")
     assert result.env_steps == 1536 and result.stop_reason == "total_steps"
     assert engine.execution.env_group.slots[1].restarts == 1
