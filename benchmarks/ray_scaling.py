@@ -8,7 +8,7 @@
 3. Startup: wall time from building the run to the first collected chunk in ray mode, against `ray.init`
    alone, each in a fresh interpreter (alternating, medians). Target: <= ray.init + 1 s.
 4. Memory: PSS of the driver and every Ray process of a ray-mode CartPole run with 2 env workers, at the first
-   chunk and after two training iterations (the learner's first optimizer step imports torch._dynamo).
+   chunk and after two training iterations.
    Target: <= 1.0 GiB in all.
 
     python benchmarks/ray_scaling.py [--workers 1 2 4 8] [--steps 2048] [--parts scaling overhead startup]
@@ -109,8 +109,8 @@ def overhead(tmp: Path, total: int, repeats: int = 1) -> None:
 
 
 def steady_sps(run_dir: Path) -> float:
-    """Env steps per second of training after the first iteration (whose one-time costs, e.g. the import of
-    ``torch._dynamo`` by the first optimizer step, belong to start-up), from the run's metrics.jsonl."""
+    """Env steps per second of training after the first iteration (whose one-time costs belong to start-up),
+    from the run's metrics.jsonl."""
     import json
 
     rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -181,7 +181,7 @@ def startup_child(part: str, train_workers: int, memory: bool) -> None:
               "phases": engine.execution.startup}
     if memory:
         result["pss_first"], result["cpu_first"] = process_tree_pss_mib(), cpu
-        ex = engine.execution  # a steady state: two iterations (the first optimizer step imports torch._dynamo)
+        ex = engine.execution  # a steady state: two iterations
         steps = engine.config.engine.params.rollout_steps
         for it in range(2):
             ex.collect(steps)

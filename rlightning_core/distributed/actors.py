@@ -524,7 +524,7 @@ class LearnerActor(CollectiveMember):
         from rlightning_core.policy.group import resolve_device
 
         cfg = self.policy_cfg
-        with dynamo_import_deferred():  # torch._dynamo comes with the first optimizer step, after the first env steps
+        with dynamo_import_deferred():  # torch._dynamo stays out: LeanAdam's steps never import it
             self.policy = self.plugins.registry.resolve("policy", cfg.type).build(
                 cfg.params, observation_space=observation_space, action_space=action_space, role=PolicyRole.TRAIN,
                 device=resolve_device(cfg.device), seed=self.seed)
@@ -694,23 +694,19 @@ class LearnerActor(CollectiveMember):
         return int(sum(t.numel() * t.element_size() for t in named_tensors(self.policy.modules()).values()))
 
     def state_dict(self) -> dict[str, Any]:
-        """The learner's state (tensors) and the buffer's."""
-        return {"learner": self.policy.state_dict(), "buffer": self.buffer.state_dict()}
+        """The learner's state (tensors) and the buffer's.
+
+        Without importing ``torch._dynamo`` (see :mod:`~rlightning_core.distributed.lazy_dynamo`): the lean
+        optimizer step never needs it, so neither does a checkpoint.
+        """
+        from rlightning_core.distributed.lazy_dynamo import dynamo_import_deferred
+
+        with dynamo_import_deferred():
+            return {"learner": self.policy.state_dict(), "buffer": self.buffer.state_dict()}
 
     def buffer_state(self) -> dict[str, Any]:
         """This rank's buffer (shard) state."""
         return self.buffer.state_dict()
-
-    def warm_up(self) -> None:
-        """Import ``torch._dynamo`` (the first optimizer step needs it) while the runners collect.
-
-        The driver calls it after the first sync: the learner is idle until the first chunks arrive, so the
-        ~1.5 s import deferred out of start-up (:mod:`~rlightning_core.distributed.lazy_dynamo`) overlaps the
-        first rollout instead of lengthening the first learn.
-        """
-        import importlib
-
-        importlib.import_module("torch._dynamo")
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` (``buffer`` ``None``: keep the empty buffer)."""

@@ -154,10 +154,6 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
             [ln.bind_buffer.remote(bname, bparams, self._shard_spec(r, rollout_steps, extras))
              for r, ln in enumerate(self.learners)], cc.actor_start_timeout_s, "allocate the buffer")[0]
         self.startup["learner_s"] = clock() - t2
-        if self.in_process:  # the first optimizer step imports torch._dynamo (~1.5 s of CPU): start it now, on a
-            from rlightning_core.distributed.lazy_dynamo import prefetch_module  # thread, so it overlaps the
-                                                                                 # rest of start-up
-            prefetch_module("torch._dynamo")
         self._buffer_args = (bname, bparams, rollout_steps, extras)
         if self.world_size > 1:
             t_dp = clock()
@@ -202,9 +198,6 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
         self.sync()
         self._blocking_sync = False
         self.startup["first_sync_s"] = clock() - t5
-        if not self.in_process:  # the learner idles until the first chunks: import what its first step needs
-            for ln in self.learners:
-                ln.warm_up.remote()
         self.startup["total_s"] = clock() - t0
         self._pending_chunks: list[Any] = []
         self._eval_policy: Any = None

@@ -5,8 +5,9 @@ For a 64-64 MLP on a CPU, ``torch.optim.Adam(fused=True).step()`` spends most of
 single fused kernel of ~0.07 ms; ``zero_grad`` adds ~0.03 ms of the same. At 20 updates per PPO iteration
 that is ~7% of training. :class:`LeanAdam` keeps the ``torch.optim.Adam`` object as the owner of state, learning
 rate and checkpoints, and calls the same fused kernel with the same arguments whenever that is exactly what
-``step()`` would do; in every other case (first step, hooks, amsgrad, tensor lr, mixed devices, a parameter
-without gradient, a torch without the kernel) it calls ``step()`` itself. The parameters it produces are
+``step()`` would do (creating the state of a first step as ``step()`` would); in every other case (hooks,
+amsgrad, tensor lr, mixed devices, a parameter without gradient, a torch without the kernel) it calls
+``step()`` itself. The parameters it produces are
 bit-identical to ``step()``'s (tested).
 """
 
@@ -42,6 +43,12 @@ class LeanAdam:
             and not group.get("differentiable") and not group.get("capturable")
             and not group.get("decoupled_weight_decay", False)
         ) else None
+        try:  # the dtype of a fused Adam's step counter, as torch picks it
+            from torch.optim.optimizer import _get_scalar_dtype
+
+            self._step_dtype = _get_scalar_dtype(is_fused=True)
+        except (ImportError, TypeError):  # another torch: every step through step()
+            self._kernel = None
 
     def _hooked(self) -> bool:
         from torch.optim import optimizer as optim_mod
@@ -65,17 +72,16 @@ class LeanAdam:
         group = opt.param_groups[0]
         params = group["params"]
         lr = group["lr"]
-        states: list[dict[str, Any]] = [opt.state.get(p) or {} for p in params]
         grads = [p.grad for p in params]
-        if (isinstance(lr, torch.Tensor) or any(not s for s in states) or any(g is None for g in grads)
-                or self._hooked()):
-            opt.step()  # the first step creates the state; the rest are the cases the kernel call skips
+        if isinstance(lr, torch.Tensor) or any(g is None for g in grads) or self._hooked():
+            opt.step()  # the cases the kernel call skips
             return
         first = params[0]
         if any(p.device != first.device or p.dtype != first.dtype or g.dtype != p.dtype or g.is_sparse
                for p, g in zip(params, grads, strict=True)):
             opt.step()
             return
+        states: list[dict[str, Any]] = [opt.state.get(p) or self._new_state(p) for p in params]
         beta1, beta2 = group["betas"]
         steps = [s["step"] for s in states]
         try:
@@ -90,6 +96,18 @@ class LeanAdam:
             with torch.no_grad():
                 torch._foreach_sub_(steps, 1)
             opt.step()
+
+    def _new_state(self, p: torch.Tensor) -> dict[str, Any]:
+        """The state ``Adam(fused=True)`` creates on a parameter's first step, created the same way here.
+
+        So the first step, too, skips ``Optimizer.step``, which imports ``torch._dynamo`` (~1.5 s of CPU and
+        ~65 MiB) on every call only to check whether it is being compiled.
+        """
+        state = self.optimizer.state[p]
+        state["step"] = torch.zeros((), dtype=self._step_dtype, device=p.device)
+        state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        return state
 
     def state_summary(self) -> dict[str, Any]:
         """Whether the direct path is enabled (for diagnostics and tests)."""

@@ -106,3 +106,27 @@ def test_lean_is_cached_per_optimizer() -> None:
     a = torch.optim.Adam(_params(0), lr=1e-3, fused=True)
     b = torch.optim.Adam(_params(1), lr=1e-3, fused=True)
     assert lean(a) is lean(a) and lean(a) is not lean(b) and lean(a).optimizer is a
+
+
+def test_lean_steps_never_import_dynamo() -> None:
+    """The first step creates Adam's state itself: ``Optimizer.step`` (which imports dynamo) never runs."""
+    import subprocess
+    import sys
+
+    code = """
+import sys, torch
+from rlightning_core.distributed.lazy_dynamo import dynamo_import_deferred
+from rlightning_core.policy.optim import LeanAdam
+net = torch.nn.Linear(4, 2)
+with dynamo_import_deferred():
+    opt = torch.optim.Adam(net.parameters(), lr=1e-2, fused=True)
+lean = LeanAdam(opt)
+for _ in range(3):
+    net(torch.ones(5, 4)).square().sum().backward()
+    lean.step()
+    lean.zero_grad()
+print('torch._dynamo' in sys.modules, float(opt.state[net.weight]['step']))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["False", "3.0"]
