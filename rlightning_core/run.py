@@ -38,9 +38,15 @@ log = logging.getLogger("rlightning")
 RESUMABLE_CHANGES = ("engine.total_steps", "engine.time_limit_s", "engine.target_eval_return",
                      "engine.eval_every", "engine.eval_episodes", "logging", "checkpoint", "run_dir", "name",
                      "policy.nan_policy", "cluster.max_restarts", "cluster.call_timeout_s",
-                     "cluster.actor_start_timeout_s")
-#: Per-env-config keys a resume may change (fault handling, not what is learned).
-RESUMABLE_ENV_KEYS = ("step_timeout_s",)
+                     "cluster.actor_start_timeout_s",
+                     # where and with how many workers a run trains (scaling a resumed run out or in)
+                     "cluster.address", "cluster.num_cpus", "cluster.num_gpus", "cluster.dashboard",
+                     "cluster.train_workers", "cluster.eval_workers", "cluster.placement", "cluster.bundles",
+                     "cluster.learner_bundle", "cluster.learner_num_cpus", "cluster.learner_num_gpus",
+                     "cluster.rollout_num_cpus", "cluster.rollout_num_gpus", "cluster.backend", "cluster.bucket_mb")
+#: Per-env-config keys a resume may change: fault handling and how many workers run the config's envs (a
+#: different count restarts the envs' episodes instead of restoring them), not what is learned.
+RESUMABLE_ENV_KEYS = ("step_timeout_s", "num_workers", "num_cpus", "bundle")
 
 
 def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:

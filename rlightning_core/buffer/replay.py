@@ -27,6 +27,7 @@ pending at the very end of training are never stored). With ``n_step == 1`` chun
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,8 @@ from rlightning_core.buffer.base import BufferSpec, Chunk, DataBuffer
 from rlightning_core.buffer.params import ReplayBufferParams
 from rlightning_core.buffer.samplers import PrioritizedSampler, Sampler, UniformSampler
 from rlightning_core.buffer.storage import Layout, Storage, TensorStorage, space_layout, torch_dtype
+
+log = logging.getLogger("rlightning")
 
 __all__ = ["ReplayBuffer"]
 
@@ -239,8 +242,15 @@ class ReplayBuffer(DataBuffer):
         """Restore :meth:`state_dict`."""
         self.storage.load_state_dict(state["storage"])
         self.sampler.load_state_dict(state["sampler"])
-        self._pending = state["pending"].numpy().copy()
-        self._tails = {k: v.numpy().copy() for k, v in state["tails"].items()}
+        pending = state["pending"].numpy().copy()
+        if pending.shape == self._pending.shape:
+            self._pending = pending
+            self._tails = {k: v.numpy().copy() for k, v in state["tails"].items()}
+        else:  # saved with another number of envs (a resume with more or fewer workers): the n-step tails of
+            # the episodes in flight are dropped with those episodes, the stored transitions are kept
+            log.warning("replay buffer: the checkpoint has %d env columns, this run %d; the last %d step(s) of "
+                        "each episode in flight are dropped", len(pending), len(self._pending),
+                        int(pending.max(initial=0)))
         self.generator.set_state(state["generator"])
 
 

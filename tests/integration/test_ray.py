@@ -130,3 +130,34 @@ def test_placement_puts_actors_in_the_promised_bundles(ray_cluster, cartpole_con
     pg = plan.pg
     execution.close()
     assert placement_group_table(pg)["state"] == "REMOVED"
+
+
+def test_a_run_resumes_with_another_number_of_env_workers_and_learners(ray_cluster, tmp_path, cartpole_config,
+                                                                         build_run):
+    """Scale a resumed run in: 2 env actors and a learner actor, then 1 env actor and the learner in the driver."""
+    first = build_run(ray_config(cartpole_config, "engine.total_steps=512", "engine.eval_every=0",
+                                 "checkpoint.at_end=true"))
+    first.run(tmp_path / "run")
+    from rlightning_core.checkpoint.manager import CheckpointManager, resolve_checkpoint
+
+    state, _ = CheckpointManager.load(resolve_checkpoint(tmp_path / "run"))
+    saved = {f"net.{k}": v.numpy() for k, v in state["policy"]["learner"]["modules"]["net"].items()}
+    resumed = build_run(cartpole_config("cluster.mode=ray", "env.num_workers=1", "env.num_envs=4",
+                                        "cluster.train_workers=0", "checkpoint.every=0", "engine.eval_every=0",
+                                        "engine.total_steps=1024"))
+    seen = {}
+    load = resumed.execution.load_state_dict
+
+    def load_and_look(state):
+        restored = load(state)
+        seen["weights"], seen["restored"] = resumed.execution.learner.target.get_weights(), restored
+        return restored
+
+    resumed.execution.load_state_dict = load_and_look
+    result = resumed.run(tmp_path / "run2", resume_from=tmp_path / "run")
+    assert result.env_steps == 1024 and result.stop_reason == "total_steps"
+    assert seen["restored"] == [False]  # 1 env worker now, 2 saved: its envs start fresh episodes
+    assert saved and seen["weights"].keys() == saved.keys()
+    assert all(np.array_equal(seen["weights"][k], saved[k]) for k in saved)  # the learner continues exactly
+    rows = [json.loads(x) for x in (tmp_path / "run2" / "metrics.jsonl").read_text().splitlines()]
+    assert min(r["step"] for r in rows if "step" in r) > 512

@@ -262,3 +262,19 @@ def test_state_dict_round_trip_through_torch_save():
         assert torch.equal(tensor, restored.storage.tensors[key]), key  # pending look-ahead restored too
     with pytest.raises(ValueError, match="capacity"):
         make_buffer(n=2, capacity=8, prioritized=True).load_state_dict(buf.state_dict())
+
+
+def test_a_resume_with_another_number_of_envs_keeps_the_transitions_and_drops_the_tails(caplog):
+    kwargs = dict(capacity=32, n_step=3, gamma=0.9)
+    buf = make_buffer(n=2, **kwargs)
+    buf.add(make_chunk(6, n=2))  # no episode ended: the last n-1 steps of each column wait for their returns
+    assert buf._pending.tolist() == [2, 2]
+    wider = make_buffer(n=3, **kwargs)  # the resumed run has more env workers
+    with caplog.at_level("WARNING", logger="rlightning"):
+        wider.load_state_dict(buf.state_dict())
+    assert "2 env columns, this run 3" in caplog.text
+    assert len(wider) == len(buf) == 8
+    assert torch.equal(wider.storage.tensors["obs"][:8], buf.storage.tensors["obs"][:8])
+    assert wider._pending.tolist() == [0, 0, 0] and not wider._tails
+    wider.add(make_chunk(4, n=3, start=6))  # and it goes on filling all three columns
+    assert len(wider) == 8 + 3 * (4 - 2)
