@@ -6,13 +6,26 @@ from typing import Any
 
 import numpy as np
 
+from rlightning_core.config.schema import MainConfig
 from rlightning_core.errors import RlightningError
 
-__all__ = ["REPLY_SYNC_MAX_BYTES", "PackedWeights", "WorkerFailure", "mean_metrics", "pack_weights", "strip_private",
-           "unpack_weights"]
+__all__ = ["REPLY_SYNC_MAX_BYTES", "PackedWeights", "RayExecutionState", "WorkerFailure", "mean_metrics",
+           "pack_weights", "strip_private", "unpack_weights"]
 
 #: ``weight_sync: auto`` on CPU learners: weights up to this size ride the learner's reply (no collective).
 REPLY_SYNC_MAX_BYTES = 1 << 20
+
+
+class RayExecutionState:
+    """The attributes of :class:`~rlightning_core.distributed.execution.RayExecution` its mixins use (types only)."""
+
+    config: MainConfig
+    ray: Any
+    env_group: Any
+    learner: Any
+    learners: list[Any]
+    preprocessors: list[Any]
+    version: int
 
 
 class WorkerFailure(RlightningError):

@@ -5,23 +5,15 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from rlightning_core.config.schema import MainConfig
-from rlightning_core.distributed.ray_common import WorkerFailure, mean_metrics, strip_private
+from rlightning_core.distributed.ray_common import RayExecutionState, WorkerFailure, mean_metrics, strip_private
 from rlightning_core.env.runner import EnvStepError, RolloutStats
 
 __all__ = ["StreamingMixin"]
 
 
-class StreamingMixin:
+class StreamingMixin(RayExecutionState):
     """Mixed into :class:`~rlightning_core.distributed.execution.RayExecution`, whose state it uses."""
 
-    config: MainConfig
-    ray: Any
-    env_group: Any
-    learner: Any
-    learners: list[Any]
-    preprocessors: list[Any]
-    version: int
     restarts: int
 
     if TYPE_CHECKING:

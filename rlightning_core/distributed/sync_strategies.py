@@ -9,24 +9,16 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from rlightning_core.config.schema import MainConfig
-from rlightning_core.distributed.ray_common import REPLY_SYNC_MAX_BYTES, pack_weights, strip_private
+from rlightning_core.distributed.ray_common import REPLY_SYNC_MAX_BYTES, RayExecutionState, pack_weights, strip_private
 
 __all__ = ["WeightSyncMixin"]
 
 
-class WeightSyncMixin:
+class WeightSyncMixin(RayExecutionState):
     """Mixed into :class:`~rlightning_core.distributed.execution.RayExecution`, whose state it uses."""
 
-    config: MainConfig
-    ray: Any
-    env_group: Any
-    learner: Any
-    learners: list[Any]
-    preprocessors: list[Any]
     strategy: str
     inference_server: bool
-    version: int
     _blocking_sync: bool
     _sync_refs: list[Any]
     _sync_info: dict[str, float]
