@@ -519,9 +519,9 @@ class LearnerActor(CollectiveMember):
 
     def build(self, observation_space: Any, action_space: Any) -> dict[str, Any]:
         """Build the learner policy once the env spaces are known; returns its extras spec."""
-        from rlightning_core.distributed.lazy_dynamo import dynamo_import_deferred
         from rlightning_core.policy.base import PolicyRole
         from rlightning_core.policy.group import resolve_device
+        from rlightning_core.policy.lazy_dynamo import dynamo_import_deferred
 
         cfg = self.policy_cfg
         with dynamo_import_deferred():  # torch._dynamo stays out: LeanAdam's steps never import it
@@ -696,10 +696,10 @@ class LearnerActor(CollectiveMember):
     def state_dict(self) -> dict[str, Any]:
         """The learner's state (tensors) and the buffer's.
 
-        Without importing ``torch._dynamo`` (see :mod:`~rlightning_core.distributed.lazy_dynamo`): the lean
+        Without importing ``torch._dynamo`` (see :mod:`~rlightning_core.policy.lazy_dynamo`): the lean
         optimizer step never needs it, so neither does a checkpoint.
         """
-        from rlightning_core.distributed.lazy_dynamo import dynamo_import_deferred
+        from rlightning_core.policy.lazy_dynamo import dynamo_import_deferred
 
         with dynamo_import_deferred():
             return {"learner": self.policy.state_dict(), "buffer": self.buffer.state_dict()}
@@ -710,7 +710,7 @@ class LearnerActor(CollectiveMember):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` (``buffer`` ``None``: keep the empty buffer)."""
-        from rlightning_core.distributed.lazy_dynamo import dynamo_import_deferred
+        from rlightning_core.policy.lazy_dynamo import dynamo_import_deferred
 
         with dynamo_import_deferred():  # a resume, too, reaches its first env steps without importing dynamo
             self.policy.load_state_dict(state["learner"])

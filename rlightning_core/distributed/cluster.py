@@ -59,7 +59,7 @@ class RayCluster:
         t0 = time.perf_counter()
         os.environ.setdefault("RAY_DEDUP_LOGS", "0")
         if c.train_workers == 0:  # the learner will be built here: import torch while ray.init waits on its daemons
-            from rlightning_core.distributed.lazy_dynamo import prefetch_module
+            from rlightning_core.policy.lazy_dynamo import prefetch_module
 
             prefetch_module("torch")
         if c.address is not None:

@@ -72,7 +72,7 @@ class PolicyGroup:
             return
         import torch
 
-        from rlightning_core.distributed.lazy_dynamo import dynamo_import_deferred
+        from rlightning_core.policy.lazy_dynamo import dynamo_import_deferred
 
         torch.set_num_threads(self.policy_cfg.num_threads)
         with dynamo_import_deferred():  # LeanAdam's steps never need torch._dynamo (~1.5 s of CPU): keep it out
@@ -106,7 +106,7 @@ class PolicyGroup:
 
     def state_dict(self) -> dict[str, Any]:
         """The learner's full state and the sync version."""
-        from rlightning_core.distributed.lazy_dynamo import dynamo_import_deferred
+        from rlightning_core.policy.lazy_dynamo import dynamo_import_deferred
 
         assert self.learner is not None
         with dynamo_import_deferred():  # optimizer.state_dict() would import torch._dynamo only to mark itself
@@ -116,7 +116,7 @@ class PolicyGroup:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore the learner and re-sync the rollout copy."""
-        from rlightning_core.distributed.lazy_dynamo import dynamo_import_deferred
+        from rlightning_core.policy.lazy_dynamo import dynamo_import_deferred
 
         assert self.learner is not None and self.rollout is not None
         with dynamo_import_deferred():

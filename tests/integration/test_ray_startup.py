@@ -129,7 +129,7 @@ def test_dynamo_import_deferred_leaves_torch_alone_once_dynamo_is_loaded():
     torch = pytest.importorskip("torch")
     importlib.import_module("torch._dynamo")
 
-    from rlightning_core.distributed.lazy_dynamo import dynamo_import_deferred
+    from rlightning_core.policy.lazy_dynamo import dynamo_import_deferred
 
     with dynamo_import_deferred() as patched:
         assert patched == 0

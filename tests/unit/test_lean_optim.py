@@ -115,7 +115,7 @@ def test_lean_steps_never_import_dynamo() -> None:
 
     code = """
 import sys, torch
-from rlightning_core.distributed.lazy_dynamo import dynamo_import_deferred
+from rlightning_core.policy.lazy_dynamo import dynamo_import_deferred
 from rlightning_core.policy.optim import LeanAdam
 net = torch.nn.Linear(4, 2)
 with dynamo_import_deferred():

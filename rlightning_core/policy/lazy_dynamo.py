@@ -1,4 +1,4 @@
-"""Keep ``torch._dynamo`` out of an actor's start-up.
+"""Keep ``torch._dynamo`` out of a learner's start-up, steps and checkpoints (local mode and Ray actors).
 
 ``torch.optim.Optimizer`` wraps ``add_param_group`` (called by every optimizer's ``__init__``), ``zero_grad``,
 ``state_dict`` and ``load_state_dict`` in ``torch._disable_dynamo``, which imports ``torch._dynamo`` (and with
