@@ -186,6 +186,9 @@ class ClusterConfig:
     """How long to wait for actors to start (e.g. for resources) before failing with a clear message."""
     call_timeout_s: float = field(default=600.0, validator=gt(0))
     """Longest wait for one remote call (a collect, a learning phase, a sync); nothing waits forever."""
+    close_timeout_s: float = field(default=30.0, validator=gt(0))
+    """How long the env actors get to run their envs' ``close()`` (a simulator's clean shutdown) when the run
+    ends or one of them is replaced after an env error, before they are killed."""
 
 
 @define(frozen=True, kw_only=True)

@@ -233,6 +233,11 @@ class CollectiveMember:
 
     def leave_collective(self) -> None:
         """Destroy this rank's process group (before the group is re-formed)."""
+        import sys
+
+        if "torch.distributed" not in sys.modules:  # never joined one (a torch-free runner stays torch-free)
+            self._group_ready = False
+            return
         import torch.distributed as dist
 
         if dist.is_initialized():

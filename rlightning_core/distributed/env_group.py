@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,6 +14,8 @@ from rlightning_core.distributed.placement import PlacementPlan
 from rlightning_core.env.seeding import derive_seed
 
 __all__ = ["RemoteEnvGroup", "actor_seed"]
+
+log = logging.getLogger("rlightning")
 
 
 def actor_seed(seed: int, config_index: int, worker_index: int, restart: int = 0) -> int:
@@ -106,8 +109,14 @@ class RemoteEnvGroup:
                              worker_index=slot.worker_index, label=slot.label, column=slot.column,
                              num_threads=self.num_threads)
 
-    def restart(self, index: int) -> Any:
-        """Replace the actor of worker ``index`` (dead or hung) with a fresh one; returns the new handle."""
+    def restart(self, index: int, *, close_first: bool = False) -> Any:
+        """Replace the actor of worker ``index`` with a fresh one; returns the new handle.
+
+        ``close_first``: the actor is alive and idle (its env raised or returned NaN), so its envs get
+        ``cluster.close_timeout_s`` to close before it is killed; a dead or hung actor is killed at once.
+        """
+        if close_first:
+            self._close_actors([index])
         try:
             self.ray.kill(self.actors[index], no_restart=True)
         except Exception:  # already dead
@@ -175,8 +184,43 @@ class RemoteEnvGroup:
         self.step_async(actions)
         return self.step_wait()
 
+    def _close_actors(self, indices: Sequence[int]) -> None:
+        """Run ``close()`` on these actors (envs, process group, shared memory) at once.
+
+        Waits at most ``cluster.close_timeout_s``; failures and timeouts are logged, never raised (the actors
+        are killed next either way).
+        """
+        calls = {}
+        for i in indices:
+            try:
+                calls[self.actors[i].close.remote()] = i
+            except Exception:  # a handle Ray no longer accepts calls on: nothing to close
+                continue
+        if not calls:
+            return
+        timeout = self.cluster.close_timeout_s
+        done, pending = self.ray.wait(list(calls), num_returns=len(calls), timeout=timeout)
+        for ref in done:
+            try:
+                self.ray.get(ref)
+            except self.ray.exceptions.RayActorError:
+                continue  # the actor is already dead: its envs went with it
+            except Exception as exc:
+                slot = self.slots[calls[ref]]
+                log.warning("env[%d] (%s) worker %d: close() failed: %s", slot.config_index, slot.label,
+                            slot.worker_index, str(exc).strip().splitlines()[-1] if str(exc).strip() else exc)
+        for ref in pending:
+            slot = self.slots[calls[ref]]
+            log.warning("env[%d] (%s) worker %d: close() did not finish within cluster.close_timeout_s=%gs; the "
+                        "actor is killed", slot.config_index, slot.label, slot.worker_index, timeout)
+
     def close(self) -> None:
-        """Kill the actors (and shut down the cluster if this group started it)."""
+        """Close every actor's envs (:meth:`_close_actors`), kill the actors, shut down a cluster we started.
+
+        Closing first lets a simulator shut down cleanly (child processes, files, GPU contexts) instead of
+        being orphaned by the kill.
+        """
+        self._close_actors(range(len(self.actors)))
         for a in self.actors:
             try:
                 self.ray.kill(a, no_restart=True)

@@ -568,7 +568,8 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
         if self.inference_server:
             self._revive_servers()  # the env actor may have failed because its server died
         self._finish_sync(ignore_errors=True)  # a queued transfer the dead worker was part of failed or hangs
-        actor = self.env_group.restart(index)
+        # an env that raised (or returned NaN) left its actor alive and idle: its envs are closed first
+        actor = self.env_group.restart(index, close_first=isinstance(exc, EnvStepError))
         self._record_runner_seeds(index)
         self._setup_runner(index, actor)
         if getattr(self, "sharded", False):

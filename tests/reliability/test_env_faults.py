@@ -107,16 +107,17 @@ seed: 1
 env:
   - type: faulty
     name: raises
-    params: {{mode: raise_step, fail_at_step: 5, faults: 1, count_dir: {dir}/raises}}
+    params: {{mode: raise_step, fail_at_step: 5, faults: 1, count_dir: {dir}/raises, close_dir: {dir}/closed-raises}}
     num_envs: 2
   - type: faulty
     name: hangs
-    params: {{mode: hang, fail_at_step: 5, faults: 1, count_dir: {dir}/hangs, hang_s: 600}}
+    params: {{mode: hang, fail_at_step: 5, faults: 1, count_dir: {dir}/hangs, hang_s: 600,
+              close_dir: {dir}/closed-hangs, close_hang_s: 600}}
     num_envs: 2
     step_timeout_s: 1
 policy: {{type: ppo, params: {{epochs: 1, minibatch_size: 64}}}}
 engine: {{type: sync, params: {{rollout_steps: 8}}, total_steps: 256, eval_every: 0, eval_episodes: 1}}
-cluster: {{mode: ray, num_cpus: 3, max_restarts: 2}}
+cluster: {{mode: ray, num_cpus: 3, max_restarts: 2, close_timeout_s: 3}}
 checkpoint: {{every: 0}}
 logging: {{progress: false}}
 """
@@ -125,7 +126,9 @@ logging: {{progress: false}}
 @pytest.mark.ray
 def test_ray_mode_recreates_failed_env_actors_and_leaves_no_process(tmp_path, faulty_site, training_plugins):
     """An env actor whose env raises and one that hangs past step_timeout_s are killed and recreated; the run
-    finishes, counts both, and no Ray process of its session outlives it."""
+    finishes, counts both, and no Ray process of its session outlives it. Envs are closed: the one that raised
+    before its actor is replaced, every actor's at the end; a close() that hangs is cut off after
+    cluster.close_timeout_s with a warning."""
     import subprocess
 
     from reliability_helpers import RLIGHTNING, child_env, kill_session, wait_for_no_session_processes
@@ -144,6 +147,11 @@ def test_ray_mode_recreates_failed_env_actors_and_leaves_no_process(tmp_path, fa
         last = [r for r in rows if "iteration" in r][-1]
         for label in ("raises", "hangs"):
             assert last[f"env/{label}/restarts"] == 1.0 and last[f"env/{label}/dropped_episodes"] == 2.0
+        # the driver closes its evaluation envs too; the env actors' processes are the others
+        closed = sorted(p.name for p in (tmp_path / "closed-raises").iterdir() if p.name != f"closed-0-{proc.pid}")
+        assert len(closed) == 2, closed  # the actor replaced after the error, and its replacement at the end
+        assert not list((tmp_path / "closed-hangs").glob("*")), "its close() hangs (the first one was killed)"
+        assert "env[1] (hangs) worker 0: close() did not finish within cluster.close_timeout_s=3s" in err, err
         left = wait_for_no_session_processes(proc.pid, 30)
         assert left == [], f"processes left after the run: {left}"
     finally:
