@@ -403,6 +403,19 @@ class EnvRunnerActor(CollectiveMember):
             chunk = self._keep_in_shard(chunk)
         return chunk, stats
 
+    def serve_channel(self, path: str, token: bytes, index: int) -> None:
+        """Take collect calls over the driver's Unix socket until it closes it (``cluster.local_channel``).
+
+        Runs on the actor's ``channel`` thread; the driver sends nothing else to this actor while a collect is in
+        flight, and waits for the Ray calls it sent before each one (:mod:`rlightning_core.distributed.channel`).
+        """
+        from rlightning_core.distributed.channel import serve
+
+        serve(path, token, index, self._channel_collect)
+
+    def _channel_collect(self, num_steps: int, ride: tuple[Any, ...]) -> tuple[Any, Any]:
+        return self.collect(num_steps, *ride)
+
     # -- buffer shard (cluster.sharded_buffer) ---------------------------------------------------------------
     def bind_shard(self, buffer_type: str, buffer_params: Any, spec: Any, on_policy: bool) -> None:
         """Keep collected transitions here: a chunk list (on-policy) or a replay shard of this worker's envs."""

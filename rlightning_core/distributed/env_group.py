@@ -98,8 +98,12 @@ class RemoteEnvGroup:
         from rlightning_core.distributed.actors import EnvRunnerActor
 
         slot = self.slots[index]
-        # double buffering receives weights on a second thread ("weights" group) while the default one acts
-        groups = {"concurrency_groups": {"weights": 1}} if self.cluster.weight_sync == "double_buffer" else {}
+        # double buffering receives weights on a second thread ("weights" group) while the default one acts;
+        # an in-driver learner's collect calls come over a Unix socket served on a thread of their own
+        threads = {"weights": 1} if self.cluster.weight_sync == "double_buffer" else {}
+        if self.cluster.train_workers == 0 and self.cluster.local_channel:
+            threads["channel"] = 1
+        groups = {"concurrency_groups": threads} if threads else {}
         remote = self.ray.remote(**groups)(EnvRunnerActor) if groups else self.ray.remote(EnvRunnerActor)
         remote = remote.options(
             num_cpus=slot.cfg.num_cpus, name=f"env-{slot.label}-{slot.worker_index}-r{slot.restarts}",

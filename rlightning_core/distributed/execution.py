@@ -10,10 +10,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from rlightning_core.buffer.base import BufferSpec
 from rlightning_core.config.schema import MainConfig
+from rlightning_core.distributed.channel import ChannelLost, ChannelTimeout
 from rlightning_core.distributed.cluster import RayCluster
 from rlightning_core.distributed.env_group import RemoteEnvGroup
 from rlightning_core.distributed.placement import PlacementPlan
@@ -171,6 +173,13 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
         self.servers: list[Any] = []
         if self.inference_server:
             self._start_servers()
+        self._runner_calls: dict[int, list[Any]] = {}  # calls a runner must finish before a channel collect
+        self._channels: Any = None  # an in-driver learner's Unix-socket line to the runners on this node
+        if self.in_process and cc.local_channel and not self.inference_server:
+            from rlightning_core.distributed.channel import ChannelHub
+
+            self._channels = ChannelHub()
+            self._driver_node = str(ray.get_runtime_context().get_node_id())
         for w, actor in enumerate(self.env_group.actors):
             self._setup_runner(w, actor)
         self._get([*prebuild, *(a.weight_version.remote() for a in self.env_group.actors)],
@@ -396,9 +405,33 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
                                               needs_next_obs=self.needs_next_obs, has_value=self._server_has_value,
                                               timeout_s=self.config.cluster.call_timeout_s)
             return
-        actor.setup_rollout.remote(self.policy_cfg, list(self.config.preprocessors),
-                                   policy_seed=self._policy_seed(w), needs_next_obs=self.needs_next_obs,
-                                   light=self._light)
+        self._track(w, actor.setup_rollout.remote(self.policy_cfg, list(self.config.preprocessors),
+                                                  policy_seed=self._policy_seed(w),
+                                                  needs_next_obs=self.needs_next_obs, light=self._light))
+        if self._channels is not None:
+            self._attach_channel(w, actor)
+
+    def _attach_channel(self, w: int, actor: Any) -> None:
+        """Give runner ``w`` the direct line (``cluster.local_channel``) when it is on the driver's node."""
+        timeout = self.config.cluster.actor_start_timeout_s
+        self._channels.detach(w)
+        if self._get(actor.node_id.remote(), timeout, f"start env worker {w}") == self._driver_node:
+            self._channels.attach(self.ray, w, actor, timeout)
+
+    def _track(self, w: int, ref: Any) -> None:
+        """Remember a call sent to runner ``w`` without waiting: a channel collect must not overtake it."""
+        if self._channels is not None:
+            self._runner_calls.setdefault(w, []).append(ref)
+
+    def _settle_runner_calls(self, indices: Sequence[int]) -> None:
+        """Wait for the calls :meth:`_track` saw.
+
+        Ray runs them in order on the runner's default thread, but a channel collect runs on another thread.
+        Their errors surface, as before, in the collect itself.
+        """
+        refs = [r for i in indices for r in self._runner_calls.pop(i, ())]
+        if refs:
+            self.ray.wait(refs, num_returns=len(refs), timeout=self.config.cluster.call_timeout_s)
 
     def _light_candidate(self) -> bool:
         """Whether the env runners may get torch-free rollout copies (``policy.rollout_impl``).
@@ -474,7 +507,10 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
         """
         reply = self._reply_sync()
         if self.in_process:  # values, not references: the metrics stay here, the weights go inline to the runners
-            out = self.learner.target.learn(progress, *self.ray.get(chunks), with_weights=reply)
+            refs = [c for c in chunks if isinstance(c, self.ray.ObjectRef)]  # channel chunks are values already
+            got = iter(self.ray.get(refs)) if refs else iter(())
+            values = [next(got) if isinstance(c, self.ray.ObjectRef) else c for c in chunks]
+            out = self.learner.target.learn(progress, *values, with_weights=reply)
             metrics, weights = out if reply else (out, None)
             return [metrics], weights
         refs: list[Any] = []
@@ -491,9 +527,20 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
         """Every env runner collects a chunk in parallel; chunks stay in the object store for the learner."""
         actors = self.env_group.actors
         ride, self._weights_with_collect = getattr(self, "_weights_with_collect", None) or (), None
-        calls = [a.collect.options(num_returns=2).remote(num_steps, *ride) for a in actors]
-
-        chunks: list[Any] = [c for c, _ in calls]
+        hub = getattr(self, "_channels", None)
+        direct = [i for i in range(len(actors)) if hub is not None and i in hub.conns]
+        lost: list[tuple[int, BaseException]] = []
+        if direct:  # Ray calls queued for these runners (weights, resets) land before the channel's collect
+            self._finish_sync()
+            self._settle_runner_calls(direct)
+            for i in direct:
+                try:
+                    hub.request(i, (num_steps, ride))
+                except ChannelLost as exc:
+                    lost.append((i, exc))
+        calls: list[Any] = [None if i in direct else a.collect.options(num_returns=2).remote(num_steps, *ride)
+                            for i, a in enumerate(actors)]
+        chunks: list[Any] = [None if c is None else c[0] for c in calls]
         progress, self._chain_progress = getattr(self, "_chain_progress", None), None
         chained = (progress, *self._submit_learn(progress, chunks)) if progress is not None else None
         presync: list[Any] = []
@@ -502,10 +549,20 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
             # Ray forwards them when the learn ends, without waiting for the driver (sync() adopts them)
             presync = [a.set_weights.remote(chained[2], self.version + 1) for a in self.rollout_actors]
         stats: list[Any] = [None] * len(actors)
-        todo = {i: s for i, (_, s) in enumerate(calls)}
+        todo = {i: c[1] for i, c in enumerate(calls) if c is not None}
+        answering = [i for i in direct if i not in {j for j, _ in lost}]
         faults = [0] * len(actors)
-        while todo:
-            failed: list[tuple[int, BaseException]] = []
+        while todo or answering or lost:
+            failed: list[tuple[int, BaseException]] = lost
+            lost = []
+            for i in answering:  # the direct line: the chunk itself comes back, not a reference
+                try:
+                    chunks[i], stats[i] = hub.reply(i, time.monotonic() + self._call_timeout(i, num_steps),
+                                                    f"env worker {i}")
+                except (ChannelLost, ChannelTimeout, EnvStepError) as exc:
+                    hub.detach(i)
+                    failed.append((i, exc))  # died, hung, or its env raised / returned NaN
+            answering = []
             for i, ref in list(todo.items()):
                 try:
                     stats[i] = self.ray.get(ref, timeout=self._call_timeout(i, num_steps))
@@ -575,9 +632,11 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
         if getattr(self, "sharded", False):
             self._bind_shards([index])  # an empty shard; its transitions in flight are lost with the worker
         slot = self.env_group.slots[index]
-        actor.reset.remote(derive_seed(self.config.seed, 1, slot.config_index, slot.worker_index, slot.restarts))
+        self._track(index, actor.reset.remote(derive_seed(self.config.seed, 1, slot.config_index,
+                                                          slot.worker_index, slot.restarts)))
         if self.preprocessors:
-            actor.load_preprocessor_states.remote([_strip_private(p.state_dict()) for p in self.preprocessors])
+            self._track(index, actor.load_preprocessor_states.remote(
+                [_strip_private(p.state_dict()) for p in self.preprocessors]))
         if self.inference_server:
             pass  # the env actor holds no weights: its server has them
         elif self.strategy in ("broadcast", "double_buffer"):
@@ -594,7 +653,7 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
             self._setup_shared()
             self._shared_sync(self.version)
         else:
-            actor.set_weights.remote(self.learner.get_weights.remote(), self.version)
+            self._track(index, actor.set_weights.remote(self.learner.get_weights.remote(), self.version))
         return actor
 
     def _merge_preprocessors(self, stats: list[Any]) -> None:
@@ -682,7 +741,7 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
 
     def reseed_runner(self, index: int, seed: int) -> None:
         """Reset one env runner with ``seed``."""
-        self.env_group.actors[index].reset.remote(seed)
+        self._track(index, self.env_group.actors[index].reset.remote(seed))
 
     def close(self) -> None:
         """Kill the actors; shut the cluster down if this run started it."""
@@ -694,6 +753,8 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
                 pass
         self._drain_staging(ignore_errors=True)
         self._finish_sync(ignore_errors=True)
+        if getattr(self, "_channels", None) is not None:
+            self._channels.close()  # no connection is left: a later collect would use Ray calls
         for server in getattr(self, "servers", []):
             try:
                 self.ray.kill(server, no_restart=True)

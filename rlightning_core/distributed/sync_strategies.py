@@ -34,6 +34,8 @@ class WeightSyncMixin(RayExecutionState):
 
         def _get(self, refs: Any, timeout: float, what: str) -> Any: ...
 
+        def _track(self, w: int, ref: Any) -> None: ...
+
     # -- weight-sync strategies beyond broadcast / object_store -------------------------------------------
     def _enable_double_buffer(self, actors: list[Any]) -> None:
         bucket = int(self.config.cluster.bucket_mb * (1 << 20))
@@ -206,8 +208,8 @@ class WeightSyncMixin(RayExecutionState):
             metrics = {}
         if self.preprocessors:
             states = [strip_private(p.state_dict()) for p in self.preprocessors]
-            for a in self.env_group.actors:  # ordered before the next collect on each actor
-                a.load_preprocessor_states.remote(states)
+            for i, a in enumerate(self.env_group.actors):  # ordered before the next collect on each actor
+                self._track(i, a.load_preprocessor_states.remote(states))  # (a channel collect waits for it)
         if self.config.cluster.offload:  # the learners are idle until the next learn: free their GPU memory
             for ln in self.learners:
                 ln.offload_idle.remote()

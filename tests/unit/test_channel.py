@@ -1,0 +1,137 @@
+"""The driver-to-runner direct line (rlightning_core.distributed.channel): real Unix sockets and threads."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import stat
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from rlightning_core.distributed.channel import (
+    ChannelHub,
+    ChannelLost,
+    ChannelTimeout,
+    RemoteError,
+    serve,
+)
+from rlightning_core.env.runner import EnvStepError
+
+
+def _handler(mode: str, value: np.ndarray | None = None):
+    if mode == "env":
+        raise EnvStepError("env[0] (cartpole) worker 0 failed in step()", label="cartpole", phase="step",
+                           kind="non_finite")
+    if mode == "bug":
+        raise KeyError("a bug in the rollout copy")
+    if mode == "slow":
+        time.sleep(2.0)
+    return {"echo": value, "pid": os.getpid()}
+
+
+@pytest.fixture
+def line():
+    """A hub and worker 3 serving it on a thread, connected; closed afterwards."""
+    hub = ChannelHub()
+    worker = threading.Thread(target=serve, args=(hub.path, hub.token, 3, _handler), daemon=True)
+    worker.start()
+    hub.accept(3, lambda: not worker.is_alive(), timeout=10)
+    yield hub, worker
+    hub.close()
+    worker.join(timeout=10)
+
+
+def test_results_and_arrays_round_trip(line):
+    hub, _ = line
+    value = np.arange(12, dtype=np.float32).reshape(3, 4)
+    for _ in range(3):  # one connection carries every call
+        hub.request(3, ("ok", value))
+        out = hub.reply(3, time.monotonic() + 10, "env worker 3")
+        assert np.array_equal(out["echo"], value) and out["echo"].dtype == np.float32
+        assert out["pid"] == os.getpid()
+
+
+def test_an_env_fault_arrives_as_a_restartable_env_step_error_with_the_workers_traceback(line):
+    hub, _ = line
+    hub.request(3, ("env",))
+    with pytest.raises(EnvStepError) as info:
+        hub.reply(3, time.monotonic() + 10, "env worker 3")
+    err = info.value
+    assert (err.label, err.phase, err.kind) == ("cartpole", "step", "non_finite")
+    assert "failed in step()" in str(err) and "env worker 3's traceback" in str(err) and "_handler" in str(err)
+    hub.request(3, ("ok", None))  # the worker keeps serving after an error
+    assert hub.reply(3, time.monotonic() + 10, "env worker 3")["echo"] is None
+
+
+def test_any_other_error_is_a_remote_error_naming_the_type(line):
+    hub, _ = line
+    hub.request(3, ("bug",))
+    with pytest.raises(RemoteError, match=re.escape("env worker 3 failed: builtins.KeyError: 'a bug in the")):
+        hub.reply(3, time.monotonic() + 10, "env worker 3")
+
+
+def test_a_late_answer_times_out(line):
+    hub, _ = line
+    hub.request(3, ("slow",))
+    t0 = time.monotonic()
+    with pytest.raises(ChannelTimeout):
+        hub.reply(3, time.monotonic() + 0.3, "env worker 3")
+    assert time.monotonic() - t0 < 1.5
+
+
+def test_closing_the_hub_ends_the_workers_loop_and_removes_the_socket(line):
+    hub, worker = line
+    directory = os.path.dirname(hub.path)
+    assert stat.S_IMODE(os.stat(directory).st_mode) == 0o700  # only this user reaches the socket
+    hub.detach(3)
+    worker.join(timeout=10)
+    assert not worker.is_alive()
+    hub.close()
+    assert not os.path.exists(directory)
+
+
+def test_a_dead_worker_is_a_lost_channel():
+    hub = ChannelHub()
+    raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    raw.connect(hub.path)
+    raw.sendall(b"H" + (len(hub.token) + 4).to_bytes(8, "big") + hub.token + (5).to_bytes(4, "big"))
+    hub.accept(5, lambda: False, timeout=10)
+    raw.close()  # the worker's process died
+    try:
+        with pytest.raises(ChannelLost):
+            hub.request(5, ("ok", None))
+            hub.reply(5, time.monotonic() + 10, "env worker 5")
+    finally:
+        hub.close()
+
+
+def test_a_connection_without_the_token_is_dropped():
+    hub = ChannelHub()
+    try:
+        stranger = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        stranger.connect(hub.path)
+        stranger.sendall(b"H" + (20).to_bytes(8, "big") + b"\0" * 16 + (1).to_bytes(4, "big"))
+        worker = threading.Thread(target=serve, args=(hub.path, hub.token, 1, _handler), daemon=True)
+        worker.start()
+        hub.accept(1, lambda: not worker.is_alive(), timeout=10)
+        assert stranger.recv(1) == b""  # the hub closed the stranger's connection
+        hub.request(1, ("ok", None))
+        assert hub.reply(1, time.monotonic() + 10, "env worker 1")["echo"] is None
+        stranger.close()
+    finally:
+        hub.close()
+
+
+def test_accept_gives_up_when_the_worker_ends_or_the_time_is_up():
+    hub = ChannelHub()
+    try:
+        with pytest.raises(ChannelLost, match="env worker 2 ended its channel"):
+            hub.accept(2, lambda: True, timeout=10)
+        with pytest.raises(ChannelTimeout, match="did not connect its channel within"):
+            hub.accept(2, lambda: False, timeout=0.2)
+    finally:
+        hub.close()
