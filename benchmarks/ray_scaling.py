@@ -78,7 +78,10 @@ def overhead(tmp: Path, total: int, repeats: int = 1) -> None:
           f"{repeats} alternating round(s), medians")
     modes = {"local": (), "ray, learner actor": ("cluster.mode=ray", "env.num_workers=2", "env.num_envs=4"),
              "ray, learner in the driver (cluster.train_workers=0)": (
-                 "cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", "cluster.train_workers=0")}
+                 "cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", "cluster.train_workers=0"),
+             "same over Ray calls (cluster.local_channel=false)": (
+                 "cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", "cluster.train_workers=0",
+                 "cluster.local_channel=false")}
     sps: dict[str, list[float]] = {m: [] for m in modes}
     steady: dict[str, list[float]] = {m: [] for m in modes}
     for r in range(repeats):
