@@ -198,7 +198,12 @@ class ChannelHub:
         Its error is re-raised (:class:`EnvStepError` for an env fault); :class:`ChannelLost` if the worker
         died, :class:`ChannelTimeout` past ``deadline``.
         """
-        kind, payload = _recv(self.conns[index], deadline)
+        try:
+            kind, payload = _recv(self.conns[index], deadline)
+        except ChannelLost as exc:
+            raise ChannelLost(f"{where} died: its channel closed ({exc})") from None
+        except ChannelTimeout:
+            raise ChannelTimeout(f"{where} sent no answer in time (hung?)") from None
         if kind == b"K":
             return pickle.loads(payload)
         if kind == b"E":

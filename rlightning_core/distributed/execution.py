@@ -405,11 +405,12 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
                                               needs_next_obs=self.needs_next_obs, has_value=self._server_has_value,
                                               timeout_s=self.config.cluster.call_timeout_s)
             return
-        self._track(w, actor.setup_rollout.remote(self.policy_cfg, list(self.config.preprocessors),
-                                                  policy_seed=self._policy_seed(w),
-                                                  needs_next_obs=self.needs_next_obs, light=self._light))
+        setup = actor.setup_rollout.remote(self.policy_cfg, list(self.config.preprocessors),
+                                           policy_seed=self._policy_seed(w), needs_next_obs=self.needs_next_obs,
+                                           light=self._light)
         if self._channels is not None:
             self._attach_channel(w, actor)
+            self._track(w, setup)
 
     def _attach_channel(self, w: int, actor: Any) -> None:
         """Give runner ``w`` the direct line (``cluster.local_channel``) when it is on the driver's node."""
@@ -420,7 +421,7 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
 
     def _track(self, w: int, ref: Any) -> None:
         """Remember a call sent to runner ``w`` without waiting: a channel collect must not overtake it."""
-        if self._channels is not None:
+        if self._channels is not None and w in self._channels.conns:  # (Ray keeps the order of its own calls)
             self._runner_calls.setdefault(w, []).append(ref)
 
     def _settle_runner_calls(self, indices: Sequence[int]) -> None:
