@@ -178,8 +178,12 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
         if self.in_process and cc.local_channel and not self.inference_server:
             from rlightning_core.distributed.channel import ChannelHub
 
-            self._channels = ChannelHub()
-            self._driver_node = str(ray.get_runtime_context().get_node_id())
+            try:
+                self._channels = ChannelHub()
+                self._driver_node = str(ray.get_runtime_context().get_node_id())
+            except (OSError, AttributeError) as exc:  # no Unix sockets here (or no temp dir): Ray calls, as before
+                log.warning("cluster.local_channel: no Unix socket for the env runners (%s); they take Ray calls",
+                            exc)
         for w, actor in enumerate(self.env_group.actors):
             self._setup_runner(w, actor)
         self._get([*prebuild, *(a.weight_version.remote() for a in self.env_group.actors)],
@@ -416,8 +420,16 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
         """Give runner ``w`` the direct line (``cluster.local_channel``) when it is on the driver's node."""
         timeout = self.config.cluster.actor_start_timeout_s
         self._channels.detach(w)
-        if self._get(actor.node_id.remote(), timeout, f"start env worker {w}") == self._driver_node:
+        if self._get(actor.node_id.remote(), timeout, f"start env worker {w}") != self._driver_node:
+            return
+        try:
             self._channels.attach(self.ray, w, actor, timeout)
+        except self.ray.exceptions.RayActorError:
+            raise  # the actor died: the caller's failure handling applies
+        except Exception as exc:  # e.g. the worker cannot reach the socket (another filesystem namespace)
+            self._channels.detach(w)
+            log.warning("env worker %d takes Ray calls: no direct line to it (%s)", w,
+                        str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__)
 
     def _track(self, w: int, ref: Any) -> None:
         """Remember a call sent to runner ``w`` without waiting: a channel collect must not overtake it."""

@@ -89,6 +89,29 @@ def test_the_direct_line_changes_the_transport_not_the_result(ray_cluster, tmp_p
 
 
 @pytest.mark.ray
+def test_a_runner_that_cannot_reach_the_socket_takes_ray_calls(ray_cluster, tmp_path, cartpole_config, build_run,
+                                                                monkeypatch, caplog):
+    """A worker that cannot open the driver's socket (say, another filesystem namespace) is not an error."""
+    from rlightning_core.distributed import channel
+
+    made = channel.ChannelHub.__init__
+
+    def unreachable(self):
+        made(self)
+        self.path = str(tmp_path / "nowhere" / "hub")  # what the runners are told: a path they cannot open
+
+    monkeypatch.setattr(channel.ChannelHub, "__init__", unreachable)
+    engine = build_run(_config(cartpole_config, "engine.total_steps=512", "checkpoint.every=0"))
+    try:
+        assert engine.execution._channels.conns == {}
+        assert caplog.text.count("takes Ray calls: no direct line to it") == 2
+        result = engine.run(tmp_path / "run")
+        assert result.env_steps == 512 and _in_sync(engine.execution)
+    finally:
+        engine.execution.close()
+
+
+@pytest.mark.ray
 def test_a_killed_env_worker_is_recreated_with_the_drivers_weights(ray_cluster, tmp_path, cartpole_config,
                                                                     build_run, kill_env_worker_at):
     config = _config(cartpole_config, "engine.total_steps=768", "checkpoint.every=0")
