@@ -101,7 +101,9 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
         import ray
 
         self.ray = ray
-        self.startup["ray_init_s"] = self.cluster.init_s
+        # Ray was started by whoever came first: this execution, or the env group the builders made before it
+        started_by_group = getattr(getattr(env_group, "cluster_handle", None), "init_s", 0.0)
+        self.startup["ray_init_s"] = self.cluster.init_s or started_by_group
         check_resources(config, ray.cluster_resources())
         # env actors (reuse a RemoteEnvGroup the caller built, else build one from the config)
         t1 = clock()
@@ -211,7 +213,7 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
         self.sync()
         self._blocking_sync = False
         self.startup["first_sync_s"] = clock() - t5
-        self.startup["total_s"] = clock() - t0
+        self.startup["total_s"] = clock() - t0 + (0.0 if self.cluster.init_s else started_by_group)
         self._pending_chunks: list[Any] = []
         self._eval_policy: Any = None
         self._eval_version = -1

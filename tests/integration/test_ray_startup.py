@@ -162,6 +162,7 @@ def test_a_ray_run_with_auto_sync_needs_no_process_group_and_keeps_weights_bitwi
     members = [ex.learner, *ex.env_group.actors]
     assert not any(ray.get([m.__ray_call__.remote(lambda self: self._group_ready) for m in members]))
     assert set(ex.startup) >= {"env_actors_s", "learner_s", "rollout_setup_s", "first_sync_s", "total_s"}
+    assert ex.startup["total_s"] >= ex.startup["ray_init_s"] + ex.startup["env_actors_s"]
     for version in (2, 3):
         ex.collect(32)
         ex.learn(0.0)
