@@ -47,7 +47,13 @@ class RemoteError(RuntimeError):
     """The runner's call raised something other than an env fault; the message carries its traceback."""
 
 
-def _send(sock: socket.socket, kind: bytes, payload: bytes) -> None:
+#: How long the driver may block writing a request (a runner that stopped reading is hung, or dead).
+_REQUEST_SEND_TIMEOUT_S = 60.0
+
+
+def _send(sock: socket.socket, kind: bytes, payload: bytes, timeout: float | None = None) -> None:
+    """Write one message; ``timeout`` bounds the whole write (``None``: block, as a runner does for its reply)."""
+    sock.settimeout(timeout)
     try:
         sock.sendall(_HEADER.pack(kind, len(payload)))
         sock.sendall(payload)
@@ -56,27 +62,16 @@ def _send(sock: socket.socket, kind: bytes, payload: bytes) -> None:
 
 
 def _recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes:
-    buf = bytearray(n)
-    view = memoryview(buf)
-    got = 0
-    while got < n:
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise ChannelTimeout("no answer before the deadline")
-            sock.settimeout(left)
-        else:
-            sock.settimeout(None)
-        try:
-            k = sock.recv_into(view[got:], n - got)
-        except TimeoutError:
-            raise ChannelTimeout("no answer before the deadline") from None
-        except OSError as exc:
-            raise ChannelLost(f"the channel broke ({exc})") from None
-        if k == 0:
-            raise ChannelLost("the other end closed the channel")
-        got += k
-    return bytes(buf)
+    from rlightning_core.env.remote.protocol import ConnectionClosed, recv_exact
+
+    if deadline is None:
+        sock.settimeout(None)  # wait as long as it takes (a runner waiting for its next request)
+    try:
+        return recv_exact(sock, n, deadline)
+    except TimeoutError:
+        raise ChannelTimeout("no answer before the deadline") from None
+    except ConnectionClosed as exc:
+        raise ChannelLost(f"the channel broke ({exc})") from None
 
 
 def _recv(sock: socket.socket, deadline: float | None) -> tuple[bytes, bytes]:
@@ -190,7 +185,7 @@ class ChannelHub:
 
     def request(self, index: int, args: tuple[Any, ...]) -> None:
         """Send one call's arguments to worker ``index`` (it runs the handler on them)."""
-        _send(self.conns[index], b"Q", pickle.dumps(args, protocol=5))
+        _send(self.conns[index], b"Q", pickle.dumps(args, protocol=5), _REQUEST_SEND_TIMEOUT_S)
 
     def reply(self, index: int, deadline: float, where: str) -> Any:
         """The result of the call sent to worker ``index``.

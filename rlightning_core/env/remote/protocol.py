@@ -106,7 +106,12 @@ def send_frame(sock: socket.socket, message: Mapping[str, Any]) -> None:
     sock.sendall(HEADER.pack(len(payload)) + payload)
 
 
-def _recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes:
+def recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes:
+    """Exactly ``n`` bytes from ``sock``.
+
+    Raises ``TimeoutError`` past ``deadline`` and :class:`ConnectionClosed` if the peer goes away. Also the reader
+    of the driver-runner channel (:mod:`rlightning_core.distributed.channel`).
+    """
     view = bytearray(n)
     got = 0
     while got < n:
@@ -134,12 +139,12 @@ def recv_frame(sock: socket.socket, *, max_bytes: int, timeout: float | None) ->
             ``malformed``.
     """
     deadline = None if timeout is None else time.monotonic() + timeout
-    (n,) = HEADER.unpack(_recv_exact(sock, HEADER.size, deadline))
+    (n,) = HEADER.unpack(recv_exact(sock, HEADER.size, deadline))
     if n == 0:
         raise ProtocolError("malformed", "empty frame")
     if n > max_bytes:
         raise ProtocolError("frame_too_large", f"frame of {n} bytes exceeds the limit of {max_bytes} bytes")
-    return decode(_recv_exact(sock, n, deadline))
+    return decode(recv_exact(sock, n, deadline))
 
 
 # -- arrays ------------------------------------------------------------------------------------------------
