@@ -9,12 +9,15 @@ socket hop takes ~0.1 ms, so the runners on the driver's node (``cluster.local_c
 their collect calls here. Ray still creates, places, restarts and kills the actors and carries every other call.
 
 Trust: the socket lives in a fresh private directory (``tempfile.mkdtemp``, mode 0700) and a connection is only
-kept after it presents the run's random token and its worker index, so the pickles it carries (the same chunks
-and stats Ray would pickle) come from this run's own actors.
+kept after it presents the run's random token and its worker index, so what it carries (the same chunks and
+stats Ray would pickle) comes from this run's own actors. Even so, messages are read with a restricted unpickler
+(:func:`loads`): plain data, numpy arrays and scalars, and rlightning's own classes; no other global, so no
+callable of the pickle's choosing runs.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import pickle
 import secrets
@@ -28,11 +31,36 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["ChannelHub", "ChannelLost", "ChannelTimeout", "RemoteError", "serve"]
+__all__ = ["ChannelHub", "ChannelLost", "ChannelTimeout", "RemoteError", "loads", "serve"]
 
 #: Message header: kind (``H`` hello, ``Q`` request, ``K`` result, ``E`` error) and payload length.
 _HEADER = struct.Struct("!cQ")
 _TOKEN_BYTES = 16
+
+
+#: The globals a channel message may name besides rlightning's classes: how numpy pickles arrays and scalars.
+_NUMPY_GLOBALS = {("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "_reconstruct"),
+                  ("numpy._core.multiarray", "_reconstruct"), ("numpy.core.multiarray", "scalar"),
+                  ("numpy._core.multiarray", "scalar"), ("numpy", "bool_"), ("numpy.core.numeric", "_frombuffer"),
+                  ("numpy._core.numeric", "_frombuffer")}
+
+
+class _DataUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in _NUMPY_GLOBALS or (module.startswith("numpy.dtypes") and "." not in name):
+            return super().find_class(module, name)
+        if (module == "rlightning_core" or module.startswith("rlightning_core.")) and "." not in name:
+            found = super().find_class(module, name)
+            if isinstance(found, type):  # a class (chunk, stats, ...), never a function of the pickle's choosing
+                return found
+        raise pickle.UnpicklingError(
+            f"a channel message names {module}.{name}, which is not plain data, numpy or an rlightning class; "
+            "if a plugin's chunk extras or preprocessor state hold such objects, set cluster.local_channel: false")
+
+
+def loads(payload: bytes) -> Any:
+    """Read one channel message: only plain data, numpy arrays and scalars, and rlightning classes."""
+    return _DataUnpickler(io.BytesIO(payload)).load()
 
 
 class ChannelLost(RuntimeError):
@@ -114,7 +142,7 @@ def serve(path: str, token: bytes, index: int, handler: Callable[..., Any]) -> N
             except ChannelLost:
                 return  # the driver closed it: the run ended, or this worker is being replaced
             try:
-                answer = b"K", pickle.dumps(handler(*pickle.loads(payload)), protocol=5)
+                answer = b"K", pickle.dumps(handler(*loads(payload)), protocol=5)
             except Exception as exc:  # sent to the driver, which decides (restart, or stop the run)
                 answer = b"E", pickle.dumps(_error_info(exc))
             try:
@@ -200,9 +228,9 @@ class ChannelHub:
         except ChannelTimeout:
             raise ChannelTimeout(f"{where} sent no answer in time (hung?)") from None
         if kind == b"K":
-            return pickle.loads(payload)
+            return loads(payload)
         if kind == b"E":
-            raise _rebuild_error(pickle.loads(payload), where)
+            raise _rebuild_error(loads(payload), where)
         raise ChannelLost(f"{where} sent an unexpected message {kind!r}")
 
     def detach(self, index: int) -> None:

@@ -135,3 +135,40 @@ def test_accept_gives_up_when_the_worker_ends_or_the_time_is_up():
             hub.accept(2, lambda: False, timeout=0.2)
     finally:
         hub.close()
+
+
+class _Sneaky:
+    """Unpickles into a call of a function the pickle names (what a hostile message would do)."""
+
+    def __init__(self, fn, *args):
+        self.fn, self.args = fn, args
+
+    def __reduce__(self):
+        return self.fn, self.args
+
+
+def test_messages_are_read_with_a_restricted_unpickler(tmp_path):
+    import pickle
+
+    from rlightning_core.buffer.base import Chunk
+    from rlightning_core.distributed import channel
+    from rlightning_core.env.runner import EpisodeStats, RolloutStats
+
+    data = {"obs": np.ones((3, 2, 4), np.float32), "actions": np.arange(6, dtype=np.int64).reshape(3, 2),
+            "done": np.zeros((3, 2), bool), "value": np.float32(0.5), "count": np.int64(7)}
+    chunk = Chunk(data=data, last_obs=np.zeros((2, 4), np.float32), last_values=None, weight_version=3,
+                  column=0, env_label="cartpole")
+    stats = RolloutStats(label="cartpole", episodes=[EpisodeStats(env_index=1, episode_return=12.0, length=12)],
+                         metrics={"x": [1.0]}, preprocessor_states=[{"mean": np.zeros(4), "count": 2.0}])
+    back_chunk, back_stats = channel.loads(pickle.dumps((chunk, stats), protocol=5))
+    assert back_chunk.env_label == "cartpole" and back_chunk.weight_version == 3
+    assert all(np.array_equal(back_chunk.data[k], v) and np.asarray(back_chunk.data[k]).dtype == np.asarray(v).dtype
+               for k, v in data.items())
+    assert back_stats.episodes[0].episode_return == 12.0 and back_stats.preprocessor_states[0]["count"] == 2.0
+
+    marker = tmp_path / "ran"
+    for hostile in (_Sneaky(os.system, f"touch {marker}"), _Sneaky(channel.serve, "/nowhere", b"", 0, print),
+                    _Sneaky(getattr, "text", "upper")):
+        with pytest.raises(pickle.UnpicklingError, match="not plain data, numpy or an rlightning class"):
+            channel.loads(pickle.dumps(hostile, protocol=5))
+    assert not marker.exists()
