@@ -11,8 +11,8 @@ their collect calls here. Ray still creates, places, restarts and kills the acto
 Trust: the socket lives in a fresh private directory (``tempfile.mkdtemp``, mode 0700) and a connection is only
 kept after it presents the run's random token and its worker index, so what it carries (the same chunks and
 stats Ray would pickle) comes from this run's own actors. Even so, messages are read with a restricted unpickler
-(:func:`loads`): plain data, numpy arrays and scalars, and rlightning's own classes; no other global, so no
-callable of the pickle's choosing runs.
+(:func:`loads`): plain data, numpy arrays and scalars, and rlightning's own record (attrs) classes; no other
+global, so no callable of the pickle's choosing runs.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ import time
 import traceback
 from collections.abc import Callable
 from typing import Any
+
+import attrs
 
 __all__ = ["ChannelHub", "ChannelLost", "ChannelTimeout", "RemoteError", "loads", "serve"]
 
@@ -51,7 +53,9 @@ class _DataUnpickler(pickle.Unpickler):
             return super().find_class(module, name)
         if (module == "rlightning_core" or module.startswith("rlightning_core.")) and "." not in name:
             found = super().find_class(module, name)
-            if isinstance(found, type):  # a class (chunk, stats, ...), never a function of the pickle's choosing
+            # a record class (chunk, stats, ...): building one only sets fields; never a function or a class whose
+            # constructor acts (starts processes, opens sockets)
+            if isinstance(found, type) and attrs.has(found):
                 return found
         raise pickle.UnpicklingError(
             f"a channel message names {module}.{name}, which is not plain data, numpy or an rlightning class; "
@@ -59,7 +63,7 @@ class _DataUnpickler(pickle.Unpickler):
 
 
 def loads(payload: bytes) -> Any:
-    """Read one channel message: only plain data, numpy arrays and scalars, and rlightning classes."""
+    """Read one channel message: only plain data, numpy arrays and scalars, and rlightning record classes."""
     return _DataUnpickler(io.BytesIO(payload)).load()
 
 
