@@ -411,10 +411,7 @@ class EnvRunnerActor(CollectiveMember):
         """
         from rlightning_core.distributed.channel import serve
 
-        serve(path, token, index, self._channel_collect)
-
-    def _channel_collect(self, num_steps: int, ride: tuple[Any, ...]) -> tuple[Any, Any]:
-        return self.collect(num_steps, *ride)
+        serve(path, token, index, self.collect)
 
     # -- buffer shard (cluster.sharded_buffer) ---------------------------------------------------------------
     def bind_shard(self, buffer_type: str, buffer_params: Any, spec: Any, on_policy: bool) -> None:

@@ -33,6 +33,8 @@ from typing import Any
 
 import attrs
 
+from rlightning_core.env.remote.protocol import ConnectionClosed, recv_exact
+
 __all__ = ["ChannelHub", "ChannelLost", "ChannelTimeout", "RemoteError", "loads", "serve"]
 
 #: Message header: kind (``H`` hello, ``Q`` request, ``K`` result, ``E`` error) and payload length.
@@ -94,8 +96,6 @@ def _send(sock: socket.socket, kind: bytes, payload: bytes, timeout: float | Non
 
 
 def _recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes:
-    from rlightning_core.env.remote.protocol import ConnectionClosed, recv_exact
-
     if deadline is None:
         sock.settimeout(None)  # wait as long as it takes (a runner waiting for its next request)
     try:

@@ -550,7 +550,7 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
             self._settle_runner_calls(direct)
             for i in direct:
                 try:
-                    hub.request(i, (num_steps, ride))
+                    hub.request(i, (num_steps, *ride))  # the arguments of EnvRunnerActor.collect
                 except ChannelLost as exc:
                     lost.append((i, exc))
         calls: list[Any] = [None if i in direct else a.collect.options(num_returns=2).remote(num_steps, *ride)
