@@ -77,9 +77,11 @@ def overhead(tmp: Path, total: int, repeats: int = 1) -> None:
     print(f"\n2. overhead: CartPole PPO, whole loop SPS, ray (2 env-runner actors x 4 envs) vs local (8 envs); "
           f"{repeats} alternating round(s), medians")
     modes = {"local": (), "ray, learner actor": ("cluster.mode=ray", "env.num_workers=2", "env.num_envs=4"),
+             "ray, learner actor over Ray calls (cluster.local_channel=false)": (
+                 "cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", "cluster.local_channel=false"),
              "ray, learner in the driver (cluster.train_workers=0)": (
                  "cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", "cluster.train_workers=0"),
-             "same over Ray calls (cluster.local_channel=false)": (
+             "ray, learner in the driver over Ray calls (cluster.local_channel=false)": (
                  "cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", "cluster.train_workers=0",
                  "cluster.local_channel=false")}
     sps: dict[str, list[float]] = {m: [] for m in modes}

@@ -187,9 +187,11 @@ class ClusterConfig:
     call_timeout_s: float = field(default=600.0, validator=gt(0))
     """Longest wait for one remote call (a collect, a learning phase, a sync); nothing waits forever."""
     local_channel: bool = True
-    """With the learner in the driver (``train_workers: 0``), env runners on the driver's node take their
-    collect calls over a Unix socket instead of Ray calls (~0.1 ms a hop instead of 1-3 ms; Ray still starts,
-    restarts and kills them). ``false``: Ray calls only."""
+    """Env runners on the learner's node take their collect calls over a Unix socket instead of Ray calls
+    (~0.1 ms a hop instead of 1-3 ms; Ray still starts, restarts and kills them). With the learner in the driver
+    (``train_workers: 0``) the driver sends them; with one learner actor whose small CPU policy's weights ride
+    inline (``weight_sync: auto``, env-runner topology, sync engine) the learner drives each iteration, one Ray
+    call from the driver. ``false``: Ray calls only."""
     close_timeout_s: float = field(default=30.0, validator=gt(0))
     """How long the env actors get to run their envs' ``close()`` (a simulator's clean shutdown) when the run
     ends or one of them is replaced after an env error, before they are killed."""

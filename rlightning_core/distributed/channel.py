@@ -28,14 +28,16 @@ import struct
 import tempfile
 import time
 import traceback
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
 
 from rlightning_core.env.remote.protocol import ConnectionClosed, recv_exact
 
-__all__ = ["ChannelHub", "ChannelLost", "ChannelTimeout", "RemoteError", "loads", "serve"]
+__all__ = ["ChannelHub", "ChannelLost", "ChannelTimeout", "RemoteError", "fault_from_info", "fault_info", "gather",
+           "loads", "serve"]
 
 #: Message header: kind (``H`` hello, ``Q`` request, ``K`` result, ``E`` error) and payload length.
 _HEADER = struct.Struct("!cQ")
@@ -163,6 +165,8 @@ class ChannelHub:
         self.path = os.path.join(self._dir, "hub")
         self.token = secrets.token_bytes(_TOKEN_BYTES)
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        # the directory goes at interpreter exit even without close() (a user's unhandled signal, an error)
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self._dir, True)
         self._listener.bind(self.path)
         self._listener.listen(64)
         self.conns: dict[int, socket.socket] = {}
@@ -249,4 +253,54 @@ class ChannelHub:
         for index in list(self.conns):
             self.detach(index)
         self._listener.close()
-        shutil.rmtree(self._dir, ignore_errors=True)
+        self._cleanup()
+
+
+def gather(hub: ChannelHub, args: tuple[Any, ...], timeouts: Mapping[int, float],
+           ) -> tuple[dict[int, Any], dict[int, BaseException]]:
+    """Send ``args`` to every worker in ``timeouts`` at once, then read each answer (within its timeout).
+
+    Returns the answers and the failures by worker index: :class:`ChannelLost` (died), :class:`ChannelTimeout`
+    (hung) or ``EnvStepError`` (its env raised or returned NaN). A failed worker is detached; any other error
+    (a bug in the worker) is raised.
+    """
+    from rlightning_core.env.runner import EnvStepError
+
+    failed: dict[int, BaseException] = {}
+    for i in timeouts:
+        try:
+            hub.request(i, args)
+        except ChannelLost as exc:
+            failed[i] = exc
+    answers: dict[int, Any] = {}
+    for i, limit in timeouts.items():
+        if i in failed:
+            hub.detach(i)
+            continue
+        try:
+            answers[i] = hub.reply(i, time.monotonic() + limit, f"env worker {i}")
+        except (ChannelLost, ChannelTimeout, EnvStepError) as exc:
+            hub.detach(i)
+            failed[i] = exc
+    return answers, failed
+
+
+def fault_info(exc: BaseException) -> dict[str, Any]:
+    """A :func:`gather` failure as plain data, to pass it on through Ray (``EnvStepError`` has keyword fields)."""
+    info: dict[str, Any] = {"kind": type(exc).__name__, "message": str(exc)}
+    for key in ("label", "phase"):
+        if hasattr(exc, key):
+            info[key] = getattr(exc, key)
+    if info["kind"] == "EnvStepError":
+        info["fault"] = exc.kind  # type: ignore[attr-defined]
+    return info
+
+
+def fault_from_info(info: Mapping[str, Any]) -> BaseException:
+    """The exception :func:`fault_info` described."""
+    from rlightning_core.env.runner import EnvStepError
+
+    if info["kind"] == "EnvStepError":
+        return EnvStepError(info["message"], label=info.get("label", ""), phase=info.get("phase", "step"),
+                            kind=info.get("fault", "raised"))
+    return ChannelTimeout(info["message"]) if info["kind"] == "ChannelTimeout" else ChannelLost(info["message"])

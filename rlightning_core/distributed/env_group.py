@@ -96,12 +96,14 @@ class RemoteEnvGroup:
 
     def _create(self, index: int) -> Any:
         from rlightning_core.distributed.actors import EnvRunnerActor
+        from rlightning_core.distributed.ray_common import learner_line_possible
 
         slot = self.slots[index]
         # double buffering receives weights on a second thread ("weights" group) while the default one acts;
-        # an in-driver learner's collect calls come over a Unix socket served on a thread of their own
+        # collect calls from an in-driver learner, or a learner actor's line, come over a Unix socket served on
+        # a thread of their own
         threads = {"weights": 1} if self.cluster.weight_sync == "double_buffer" else {}
-        if self.cluster.train_workers == 0 and self.cluster.local_channel:
+        if self.cluster.local_channel and (self.cluster.train_workers == 0 or learner_line_possible(self.cluster)):
             threads["channel"] = 1
         groups = {"concurrency_groups": threads} if threads else {}
         remote = self.ray.remote(**groups)(EnvRunnerActor) if groups else self.ray.remote(EnvRunnerActor)

@@ -15,11 +15,16 @@ from typing import Any
 
 from rlightning_core.buffer.base import BufferSpec
 from rlightning_core.config.schema import MainConfig
-from rlightning_core.distributed.channel import ChannelLost, ChannelTimeout
+from rlightning_core.distributed.channel import ChannelLost, ChannelTimeout, fault_from_info
 from rlightning_core.distributed.cluster import RayCluster
 from rlightning_core.distributed.env_group import RemoteEnvGroup
 from rlightning_core.distributed.placement import PlacementPlan
-from rlightning_core.distributed.ray_common import REPLY_SYNC_MAX_BYTES, WorkerFailure, mean_metrics
+from rlightning_core.distributed.ray_common import (
+    REPLY_SYNC_MAX_BYTES,
+    WorkerFailure,
+    learner_line_possible,
+    mean_metrics,
+)
 from rlightning_core.distributed.ray_common import strip_private as _strip_private
 from rlightning_core.distributed.seed_ledger import SeedLedger
 from rlightning_core.distributed.streaming import StreamingMixin
@@ -117,9 +122,12 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
 
         self.selection = plugins.selection()
         ptype = self.policy_cfg.type.replace(":", "-")
-        learner_cls: Any = ray.remote(LearnerActor)
-        plan = self.env_group.plan
         self.world_size = max(cc.train_workers, 1)
+        # a learner that may drive the runners over its line takes the driver's calls on a thread of its own
+        line_possible = learner_line_possible(cc) and config.engine.type in ("sync", "rlightning:sync")
+        groups: dict[str, Any] = {"concurrency_groups": {"channel": 1}} if line_possible else {}
+        learner_cls: Any = ray.remote(**groups)(LearnerActor) if groups else ray.remote(LearnerActor)
+        plan = self.env_group.plan
         self.in_process = cc.train_workers == 0  # the learner lives in this (the driver's) process
         if self.in_process:
             from rlightning_core.distributed.in_process import InProcessActor
@@ -186,6 +194,21 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
             except (OSError, AttributeError) as exc:  # no Unix sockets here (or no temp dir): Ray calls, as before
                 log.warning("cluster.local_channel: no Unix socket for the env runners (%s); they take Ray calls",
                             exc)
+        # a learner actor's line: it drives each iteration itself when every runner is on its node
+        self._line_node: str | None = None
+        self._line_members: set[int] = set()  # runners connected to the learner's line
+        self._line_ride: int | None = None  # the version of the learner's weights its next line call sends
+        self._line_result: dict[str, Any] | None = None
+        self._learner_hub: Any = None  # the driver's own line to the learner, when it is on the driver's node
+        self._line_dir = ""  # the learner's socket directory
+        if self._reply_weights and line_possible:
+            opened = self._get(self.learner.open_line.remote(), cc.actor_start_timeout_s, "open the learner's line")
+            if opened is None:
+                log.warning("cluster.local_channel: no Unix socket for the learner's line; env runners take Ray "
+                            "calls")
+            else:
+                self._line_node, self._line_dir = opened
+                self._connect_learner(self._line_dir)
         for w, actor in enumerate(self.env_group.actors):
             self._setup_runner(w, actor)
         self._get([*prebuild, *(a.weight_version.remote() for a in self.env_group.actors)],
@@ -414,13 +437,25 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
         setup = actor.setup_rollout.remote(self.policy_cfg, list(self.config.preprocessors),
                                            policy_seed=self._policy_seed(w), needs_next_obs=self.needs_next_obs,
                                            light=self._light)
-        if self._channels is not None:
+        if self._channels is not None or self._line_node is not None:
             self._attach_channel(w, actor)
             self._track(w, setup)
 
     def _attach_channel(self, w: int, actor: Any) -> None:
-        """Give runner ``w`` the direct line (``cluster.local_channel``) when it is on the driver's node."""
+        """Give runner ``w`` the direct line (``cluster.local_channel``) when it is on the learner's node."""
         timeout = self.config.cluster.actor_start_timeout_s
+        if self._line_node is not None:  # the learner actor's line
+            self._line_members.discard(w)
+            if self._get(actor.node_id.remote(), timeout, f"start env worker {w}") != self._line_node:
+                self._get(self.learner.detach_line.remote(w), timeout, "detach a replaced env worker")
+                return
+            why = self._get(self.learner.attach_line.remote(w, actor, timeout), timeout + 30.0,
+                            f"connect env worker {w} to the learner")
+            if why:
+                log.warning("env worker %d takes Ray calls: no line from the learner to it (%s)", w, why)
+            else:
+                self._line_members.add(w)
+            return
         self._channels.detach(w)
         if self._get(actor.node_id.remote(), timeout, f"start env worker {w}") != self._driver_node:
             return
@@ -435,7 +470,8 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
 
     def _track(self, w: int, ref: Any) -> None:
         """Remember a call sent to runner ``w`` without waiting: a channel collect must not overtake it."""
-        if self._channels is not None and w in self._channels.conns:  # (Ray keeps the order of its own calls)
+        if ((self._channels is not None and w in self._channels.conns)  # (Ray keeps the order of its own calls)
+                or w in self._line_members):
             self._runner_calls.setdefault(w, []).append(ref)
 
     def _settle_runner_calls(self, indices: Sequence[int]) -> None:
@@ -522,8 +558,8 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
         """
         reply = self._reply_sync()
         if self.in_process:  # values, not references: the metrics stay here, the weights go inline to the runners
-            refs = [c for c in chunks if isinstance(c, self.ray.ObjectRef)]  # channel chunks are values already
-            got = iter(self.ray.get(refs)) if refs else iter(())
+            pending = [c for c in chunks if isinstance(c, self.ray.ObjectRef)]  # channel chunks are values already
+            got = iter(self.ray.get(pending)) if pending else iter(())
             values = [next(got) if isinstance(c, self.ray.ObjectRef) else c for c in chunks]
             out = self.learner.target.learn(progress, *values, with_weights=reply)
             metrics, weights = out if reply else (out, None)
@@ -541,30 +577,38 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
     def collect(self, num_steps: int) -> list[RolloutStats]:
         """Every env runner collects a chunk in parallel; chunks stay in the object store for the learner."""
         actors = self.env_group.actors
-        ride, self._weights_with_collect = getattr(self, "_weights_with_collect", None) or (), None
-        hub = getattr(self, "_channels", None)
-        direct = [i for i in range(len(actors)) if hub is not None and i in hub.conns]
-        lost: list[tuple[int, BaseException]] = []
-        if direct:  # Ray calls queued for these runners (weights, resets) land before the channel's collect
-            self._finish_sync()
-            self._settle_runner_calls(direct)
-            for i in direct:
-                try:
-                    hub.request(i, (num_steps, *ride))  # the arguments of EnvRunnerActor.collect
-                except ChannelLost as exc:
-                    lost.append((i, exc))
-        calls: list[Any] = [None if i in direct else a.collect.options(num_returns=2).remote(num_steps, *ride)
-                            for i, a in enumerate(actors)]
-        chunks: list[Any] = [None if c is None else c[0] for c in calls]
         progress, self._chain_progress = getattr(self, "_chain_progress", None), None
-        chained = (progress, *self._submit_learn(progress, chunks)) if progress is not None else None
+        hub: Any = getattr(self, "_channels", None)
+        direct: list[int] = []
+        lost: list[tuple[int, BaseException]] = []
+        chained: Any = None
         presync: list[Any] = []
-        if chained is not None and chained[2] is not None:
-            # the new weights go to each runner straight from the learner, queued before its next collect:
-            # Ray forwards them when the learn ends, without waiting for the driver (sync() adopts them)
-            presync = [a.set_weights.remote(chained[2], self.version + 1) for a in self.rollout_actors]
-        stats: list[Any] = [None] * len(actors)
-        todo = {i: c[1] for i, c in enumerate(calls) if c is not None}
+        todo: dict[int, Any] = {}
+        if progress is not None and self._line_covers_all():  # the learner actor collects and learns
+            chunks, stats, lost = self._line_iteration(num_steps, progress)
+        else:
+            self._line_result = None
+            self._push_line_ride()
+            ride, self._weights_with_collect = getattr(self, "_weights_with_collect", None) or (), None
+            direct = [i for i in range(len(actors)) if hub is not None and i in hub.conns]
+            if direct:  # Ray calls queued for these runners (weights, resets) land before the channel's collect
+                self._finish_sync()
+                self._settle_runner_calls(direct)
+                for i in direct:
+                    try:
+                        hub.request(i, (num_steps, *ride))  # the arguments of EnvRunnerActor.collect
+                    except ChannelLost as exc:
+                        lost.append((i, exc))
+            calls: list[Any] = [None if i in direct else a.collect.options(num_returns=2).remote(num_steps, *ride)
+                                for i, a in enumerate(actors)]
+            chunks = [None if c is None else c[0] for c in calls]
+            chained = (progress, *self._submit_learn(progress, chunks)) if progress is not None else None
+            if chained is not None and chained[2] is not None:
+                # the new weights go to each runner straight from the learner, queued before its next collect:
+                # Ray forwards them when the learn ends, without waiting for the driver (sync() adopts them)
+                presync = [a.set_weights.remote(chained[2], self.version + 1) for a in self.rollout_actors]
+            stats = [None] * len(actors)
+            todo = {i: c[1] for i, c in enumerate(calls) if c is not None}
         answering = [i for i in direct if i not in {j for j, _ in lost}]
         faults = [0] * len(actors)
         while todo or answering or lost:
@@ -609,6 +653,79 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
         self._presync = (self.version + 1, presync) if presync else None
         self._merge_preprocessors(stats)
         return stats
+
+    # -- the learner actor's line (cluster.local_channel with train_workers: 1) --------------------------------
+    def _line_covers_all(self) -> bool:
+        """Whether the learner actor can drive this iteration: every env runner is on its line."""
+        return self._line_node is not None and len(self._line_members) == len(self.env_group.actors)
+
+    def _connect_learner(self, line_dir: str) -> None:
+        """The driver's line to a learner actor on its node: each iteration's call then skips Ray, too.
+
+        The learner's socket directory is also removed when this process exits: a learner killed without
+        :meth:`close` (Ray shut down under an unclosed run) cannot remove it itself.
+        """
+        import shutil
+        import weakref
+
+        from rlightning_core.distributed.channel import ChannelHub
+
+        if self._line_node != str(self.ray.get_runtime_context().get_node_id()):
+            return
+        weakref.finalize(self, shutil.rmtree, line_dir, True)
+        try:
+            hub = ChannelHub()
+        except OSError as exc:
+            log.warning("cluster.local_channel: no Unix socket to the learner (%s); it takes Ray calls", exc)
+            return
+        try:
+            hub.attach(self.ray, 0, self.learner, self.config.cluster.actor_start_timeout_s)
+        except Exception as exc:
+            hub.close()
+            if isinstance(exc, self.ray.exceptions.RayActorError):
+                raise self._learner_failed(exc) from exc
+            log.warning("the learner takes Ray calls: no line from the driver to it (%s)", exc)
+            return
+        self._learner_hub = hub
+
+    def _ask_learner(self, args: tuple[Any, ...], timeout: float) -> dict[str, Any]:
+        """One ``collect_and_learn`` call: over the driver's line to the learner, else a Ray call."""
+        hub = self._learner_hub
+        try:
+            if hub is None:
+                return dict(self.ray.get(self.learner.collect_and_learn.remote(*args), timeout=timeout))
+            hub.request(0, args)
+            return dict(hub.reply(0, time.monotonic() + timeout, "the learner"))
+        except (self.ray.exceptions.RayActorError, ChannelLost, ChannelTimeout) as exc:
+            raise self._learner_failed(exc) from exc
+
+    def _line_iteration(self, num_steps: int, progress: float) -> tuple[list[Any], list[Any], list[Any]]:
+        """One Ray call: the learner asks every runner for a chunk over its line and learns from them.
+
+        Returns ``(chunks, stats, failed)`` for :meth:`collect`'s failure handling: the chunks are ``None``
+        (kept by the learner); a failed runner's stats are ``None`` and it is in ``failed`` with its error.
+        The learner then learns only in :meth:`learn` (:meth:`LearnerActor.learn_held`), once the failed
+        runners were recreated and collected again over Ray calls.
+        """
+        n = len(self.env_group.actors)
+        self._finish_sync()
+        self._settle_runner_calls(range(n))  # resets, preprocessor statistics, re-syncs: before the collect
+        ride, self._line_ride = self._line_ride, None
+        timeouts = {i: self._call_timeout(i, num_steps) for i in range(n)}
+        out = self._ask_learner((num_steps, progress, ride, timeouts),
+                                sum(timeouts.values()) + self.config.cluster.call_timeout_s)
+        stats: list[Any] = [out["stats"].get(i) for i in range(n)]
+        failed = [(i, fault_from_info(info)) for i, info in sorted(out["failed"].items())]
+        self._line_members.difference_update(i for i, _ in failed)  # the learner dropped their connections
+        self._line_result = {"progress": progress, "metrics": out.get("metrics")}
+        return [None] * n, stats, failed
+
+    def _push_line_ride(self) -> None:
+        """Weights the learner's line would have carried go over Ray calls (a runner left the line)."""
+        version, self._line_ride = self._line_ride, None
+        if version is not None:
+            ref = self.learner.get_weights.remote()
+            self._sync_refs += [a.set_weights.remote(ref, version) for a in self.rollout_actors]
 
     def _restart_runner(self, index: int, exc: BaseException) -> Any:
         if self.inference_server:
@@ -681,6 +798,19 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
         """The learner stores the chunks (resolved from the object store by Ray) and updates."""
         chunks, self._pending_chunks = self._pending_chunks, []
         chained, self._chained = getattr(self, "_chained", None), None
+        line, self._line_result = getattr(self, "_line_result", None), None
+        if line is not None:  # the learner actor collected over its line (and learned, unless a runner failed)
+            if line["progress"] != progress:
+                raise RuntimeError(f"learn(progress={progress}) after chain_learn({line['progress']}): the engine "
+                                   "must pass the progress it chained")
+            self._line_learned = True  # its new weights stay there: sync() lets the next line call carry them
+            if line["metrics"] is not None:
+                return dict(line["metrics"])
+            try:  # the failed runners' chunks came over Ray calls; the learner holds the others
+                return dict(self._get(self.learner.learn_held.remote(progress, *chunks),
+                                      self.config.cluster.call_timeout_s, "learn"))
+            except self.ray.exceptions.RayActorError as exc:
+                raise self._learner_failed(exc) from exc
         if chained is not None and chained[0] == progress:
             refs, weights_ref = chained[1], chained[2]  # submitted with the collect (chain_learn)
         else:
@@ -770,6 +900,13 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
         self._finish_sync(ignore_errors=True)
         if getattr(self, "_channels", None) is not None:
             self._channels.close()  # no connection is left: a later collect would use Ray calls
+        if getattr(self, "_learner_hub", None) is not None:
+            self._learner_hub.close()
+            self._learner_hub = None
+        if getattr(self, "_line_node", None) is not None:  # its socket directory goes before the actor is killed
+            with contextlib.suppress(Exception):
+                self.ray.get(self.learner.close_line.remote(), timeout=10)
+            self._line_node = None
         for server in getattr(self, "servers", []):
             try:
                 self.ray.kill(server, no_restart=True)

@@ -12,6 +12,8 @@ __all__ = ["describe_ray_plan"]
 
 def describe_ray_plan(config: Any, labels: list[str]) -> list[str]:
     """Human-readable lines for the ray-mode parts of ``config`` (``labels``: one per env worker)."""
+    from rlightning_core.distributed.ray_common import learner_line_possible
+
     c = config.cluster
     backend = c.backend if c.backend != "auto" else ("nccl" if c.learner_num_gpus > 0 else "gloo")
     sync = "broadcast" if c.weight_sync == "auto" else c.weight_sync
@@ -49,6 +51,12 @@ def describe_ray_plan(config: Any, labels: list[str]) -> list[str]:
         lines.append("collect calls: " + ("over a Unix socket to the env runners on the driver's node, Ray calls to "
                                           "any other (cluster.local_channel)" if c.local_channel else
                                           "Ray calls (cluster.local_channel: false)"))
+    elif learner_line_possible(c) and config.engine.type in ("sync", "rlightning:sync"):
+        lines.append("collect calls: the learner actor asks the env runners on its node over a Unix socket and "
+                     "learns in the same call, one Ray call per iteration from the driver (cluster.local_channel; "
+                     "when every runner is on the learner's node and the weights are at most 1 MiB; else Ray calls)")
+    else:
+        lines.append("collect calls: Ray calls")
     if c.sharded_buffer:
         lines.append("buffer: sharded, one shard in each env-runner actor (on-policy: gathered before learning; "
                      "off-policy: sampled in proportion to shard sizes)")

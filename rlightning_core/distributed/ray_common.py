@@ -9,8 +9,8 @@ import numpy as np
 from rlightning_core.config.schema import MainConfig
 from rlightning_core.errors import RlightningError
 
-__all__ = ["REPLY_SYNC_MAX_BYTES", "PackedWeights", "RayExecutionState", "WorkerFailure", "mean_metrics",
-           "pack_weights", "strip_private", "unpack_weights"]
+__all__ = ["REPLY_SYNC_MAX_BYTES", "PackedWeights", "RayExecutionState", "WorkerFailure", "learner_line_possible",
+           "mean_metrics", "pack_weights", "strip_private", "unpack_weights"]
 
 #: ``weight_sync: auto`` on CPU learners: weights up to this size ride the learner's reply (no collective).
 REPLY_SYNC_MAX_BYTES = 1 << 20
@@ -26,6 +26,17 @@ class RayExecutionState:
     learners: list[Any]
     preprocessors: list[Any]
     version: int
+
+
+def learner_line_possible(cc: Any) -> bool:
+    """Whether a learner actor may drive the env runners over its line (``cluster.local_channel``).
+
+    One CPU learner actor in the env-runner topology whose weights may ride inline (``weight_sync: auto``);
+    the execution then also checks the engine (sync) and the policy's size. Env runners get their ``channel``
+    thread when this (or ``train_workers: 0``) holds.
+    """
+    return (bool(cc.local_channel) and cc.train_workers == 1 and cc.topology == "env_runner"
+            and not cc.sharded_buffer and not cc.offload and cc.weight_sync == "auto" and not cc.learner_num_gpus)
 
 
 class WorkerFailure(RlightningError):

@@ -26,6 +26,8 @@ class WeightSyncMixin(RayExecutionState):
     _fresh_weights: Any
     _presync: tuple[int, list[Any]] | None
     _weights_with_collect: tuple[Any, int] | None
+    _line_ride: int | None
+    _line_learned: bool
     in_process: bool
 
     if TYPE_CHECKING:
@@ -174,10 +176,15 @@ class WeightSyncMixin(RayExecutionState):
         t0 = time.perf_counter()
         self.version += 1
         self._weights_with_collect = None  # a newer set supersedes weights still waiting for a collect
+        self._line_ride = None
+        line_learned, self._line_learned = getattr(self, "_line_learned", False), False
         queued = self._queue_sync()
         fresh, self._fresh_weights = self._fresh_weights, None
         presync, self._presync = getattr(self, "_presync", None), None
-        if queued and presync is not None and presync[0] == self.version:  # already on their way (collect)
+        if queued and line_learned:  # the learner actor sends its weights with its next line call
+            self._line_ride = self.version
+            metrics = {"sync/bytes": self._sync_info.get("bytes", 0.0)}
+        elif queued and presync is not None and presync[0] == self.version:  # already on their way (collect)
             self._sync_refs += presync[1]
             metrics = {"sync/bytes": self._sync_info.get("bytes", 0.0)}
         elif queued and fresh is not None and self.in_process:

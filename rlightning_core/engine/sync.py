@@ -35,7 +35,12 @@ class SyncEngine(BaseEngine):
         # sync: rollout copies receive the new weights
         version, sync_metrics = self.execution.sync()
         t2 = clock()
-        self.profile["learn"] += t1 - t0
+        busy = metrics.get("perf/learner_busy_s")  # a learner actor that learned inside the collect call (its line)
+        if busy is not None:
+            collect_s = max(collect_s - busy, 1e-9)
+            self.profile["learn"] += busy
+        else:
+            self.profile["learn"] += t1 - t0
         self.profile["sync"] += t2 - t1
         metrics.update(sync_metrics)
         metrics["perf/weight_version"] = version

@@ -9,8 +9,10 @@ pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("training_plugins")]
 
 
 def _config(cartpole_config, *overrides):
-    return cartpole_config("cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", "checkpoint.every=0",
-                           "engine.total_steps=768", "engine.eval_every=0", "engine.eval_episodes=2", *overrides)
+    # over Ray calls: the learner actor's line (tests/integration/test_ray_learner_line.py) does not chain
+    return cartpole_config("cluster.mode=ray", "cluster.local_channel=false", "env.num_workers=2", "env.num_envs=4",
+                           "checkpoint.every=0", "engine.total_steps=768", "engine.eval_every=0",
+                           "engine.eval_episodes=2", *overrides)
 
 
 def _learner_weights(execution):

@@ -1,0 +1,145 @@
+"""``cluster.local_channel`` with a learner actor: it drives each iteration over a Unix socket to the runners."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+pytestmark = [pytest.mark.usefixtures("training_plugins")]
+
+
+def _config(cartpole_config, *overrides):
+    return cartpole_config("cluster.mode=ray", "env.num_workers=2", "env.num_envs=2", "engine.eval_every=0",
+                           "engine.eval_episodes=2", "checkpoint.every=0", *overrides)
+
+
+def _weights(ex) -> dict:
+    return ex.ray.get(ex.learner.get_weights.remote())
+
+
+def _in_sync(ex) -> bool:
+    learner = _weights(ex)
+    for actor in ex.env_group.actors:
+        copy = ex.ray.get(actor.get_weights.remote())
+        if copy.keys() != learner.keys() or not all(np.array_equal(copy[k], learner[k]) for k in learner):
+            return False
+    return True
+
+
+def _look_before_close(ex) -> dict:
+    """The learner's weights, whether the runners hold them and the line's state when the run closes its actors."""
+    seen: dict = {}
+    close = ex.close
+
+    def look_then_close():
+        if not seen:
+            seen.update(weights=_weights(ex), in_sync=_in_sync(ex), members=set(ex._line_members),
+                        attached=ex.ray.get(ex.learner.line_attached.remote()) if ex._line_node else 0)
+        close()
+
+    ex.close = look_then_close
+    return seen
+
+
+@pytest.mark.ray
+def test_the_learners_line_changes_the_transport_not_the_result(ray_cluster, tmp_path, cartpole_config, build_run):
+    """The learner actor collects over its line and learns in the same call; the driver sends one Ray call per
+    iteration. The same run over Ray calls ends with bitwise the same learner and observation statistics."""
+    outcome = {}
+    for line in (True, False):
+        config = _config(cartpole_config, "engine.total_steps=768", "preprocessors=[{type: normalize_obs}]",
+                         f"cluster.local_channel={str(line).lower()}")
+        engine = build_run(config)
+        ex = engine.execution
+        try:
+            assert not ex.in_process
+            assert (ex._line_members == {0, 1}) == line
+            # the driver's own line to the learner (same node): each iteration's call skips Ray too
+            assert (ex._learner_hub is not None and list(ex._learner_hub.conns) == [0]) == line
+            if line:
+                assert ex.ray.get(ex.learner.line_attached.remote()) == 2
+                steps = config.engine.params.rollout_steps
+                ex.chain_learn(0.0)
+                stats = ex.collect(steps)
+                assert [s.weight_version for s in stats] == [1, 1]
+                assert np.isfinite(ex.learn(0.0)["loss/policy"])
+                version, sync_metrics = ex.sync()
+                assert version == 2 and sync_metrics["sync/bytes"] > 0
+                assert ex.ray.get(ex.env_group.actors[0].weight_version.remote()) == 1  # rides the next call
+                ex.chain_learn(0.0)
+                assert {s.weight_version for s in ex.collect(steps)} == {2}
+                ex.learn(0.0)
+                ex.sync()
+                ex.close()
+                engine = build_run(config)  # a fresh run for the comparison
+                ex = engine.execution
+            seen = _look_before_close(ex)
+            assert os.path.isdir(ex._line_dir) == line  # the learner's socket directory (mode 0700)
+            result = engine.run(tmp_path / f"run-{line}")
+            assert result.env_steps == 768 and seen["in_sync"]
+            if line:
+                assert not os.path.exists(ex._line_dir)  # removed when the run closed
+            outcome[line] = (seen["weights"], ex.preprocessors[0].state_dict())
+            rows = [json.loads(x) for x in (tmp_path / f"run-{line}" / "metrics.jsonl").read_text().splitlines()]
+            versions = [r["perf/weight_version"] for r in rows if "perf/weight_version" in r]
+            assert versions == sorted(versions) and versions[-1] > 1
+            # the learner's own time, which the collect call's time includes (and collect_s does not)
+            iterations = [r for r in rows if "perf/collect_s" in r]
+            assert all(("perf/learner_busy_s" in r) == line for r in iterations)
+            if line:
+                assert all(0 < r["perf/learner_busy_s"] < 60 and r["perf/collect_s"] > 0 for r in iterations)
+        finally:
+            ex.close()
+    (w_line, s_line), (w_ray, s_ray) = outcome[True], outcome[False]
+    assert all(np.array_equal(w_line[k], w_ray[k]) for k in w_ray)
+    for key, value in s_ray.items():
+        if key != "uid":  # each preprocessor instance's own id
+            assert np.array_equal(np.asarray(s_line[key]), np.asarray(value)), key
+
+
+@pytest.mark.ray
+def test_a_killed_env_worker_rejoins_the_learners_line(ray_cluster, tmp_path, cartpole_config, build_run,
+                                                       kill_env_worker_at):
+    engine = build_run(_config(cartpole_config, "engine.total_steps=768"))
+    kill_env_worker_at(engine, ray_cluster)
+    ex = engine.execution
+    seen = _look_before_close(ex)
+    try:
+        result = engine.run(tmp_path / "run")
+        assert result.env_steps == 768 and result.stop_reason == "total_steps"
+        assert ex.env_group.slots[1].restarts == 1
+        assert seen["attached"] == 3  # the replacement got its line too
+        assert seen["members"] == {0, 1} and seen["in_sync"]
+        rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+        assert [r["fault/worker_restarts"] for r in rows if "fault/worker_restarts" in r][-1] == 1
+    finally:
+        engine.execution.close()
+
+
+@pytest.mark.parametrize(("override", "line"), [
+    ("cluster.train_workers=1", True),
+    ("cluster.local_channel=false", False),
+    ("cluster.weight_sync=broadcast", False),
+    ("cluster.weight_sync=object_store", False),
+    ("cluster.train_workers=2", False),
+    ("cluster.topology=inference_server", False),
+    ("cluster.sharded_buffer=true", False),
+    ("cluster.offload=true", False),
+    ("cluster.learner_num_gpus=1", False),
+])
+def test_which_runs_the_learners_line_serves(cartpole_config, override, line):
+    from rlightning_core.distributed.ray_common import learner_line_possible
+
+    assert learner_line_possible(_config(cartpole_config, override).cluster) == line
+
+
+def test_the_dry_run_plan_names_the_learners_line(cartpole_config):
+    from rlightning_core.distributed.plan import describe_ray_plan
+
+    text = "\n".join(describe_ray_plan(_config(cartpole_config), ["CartPole-v1"] * 2))
+    assert "collect calls: the learner actor asks the env runners on its node over a Unix socket" in text
+    text = "\n".join(describe_ray_plan(_config(cartpole_config, "cluster.weight_sync=broadcast"), ["CartPole-v1"] * 2))
+    assert "collect calls: Ray calls" in text
