@@ -61,7 +61,8 @@ class RayCluster:
         if c.train_workers == 0:  # the learner will be built here: import torch while ray.init waits on its daemons
             from rlightning_core.policy.lazy_dynamo import prefetch_module
 
-            prefetch_module("torch")
+            # at a low priority: on 2 cores an import at full priority slowed ray.init's daemons by ~0.5 s
+            prefetch_module("torch", nice=10)
         if c.address is not None:
             ray.init(address=c.address, logging_level=logging.WARNING, log_to_driver=True)
         else:

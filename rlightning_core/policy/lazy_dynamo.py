@@ -66,12 +66,13 @@ def dynamo_import_deferred() -> Iterator[int]:
                 delattr(fn, _CACHE)
 
 
-def prefetch_module(name: str) -> None:
+def prefetch_module(name: str, *, nice: int = 0) -> None:
     """Import module ``name`` on a daemon thread, ahead of its first use, while this thread waits on something.
 
-    For an in-driver learner: ``torch`` while ``ray.init`` waits on Ray's daemons, ``torch._dynamo`` while the
-    first chunks are collected. A later ``import`` of the same module waits for this one (the import lock), so
-    it is never loaded twice; a failure here is silent and surfaces, with its own message, at that import.
+    For an in-driver learner: ``torch`` while ``ray.init`` waits on Ray's daemons. A later ``import`` of the same
+    module waits for this one (the import lock), so it is never loaded twice; a failure here is silent and
+    surfaces, with its own message, at that import. ``nice`` > 0 lowers the importing thread's priority, so it
+    uses the CPU that what this thread waits on leaves idle instead of slowing it down.
     """
     if name in sys.modules:
         return
@@ -79,7 +80,11 @@ def prefetch_module(name: str) -> None:
 
     def load() -> None:
         import importlib
+        import os
 
+        if nice:  # Linux: a thread's own niceness (elsewhere this does nothing)
+            with contextlib.suppress(Exception):
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
         with contextlib.suppress(Exception):
             importlib.import_module(name)
 
