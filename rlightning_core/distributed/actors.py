@@ -741,10 +741,10 @@ class LearnerActor(CollectiveMember):
 
         ``version`` set: the learner's current weights ride the collect requests under that version (the
         driver's sync after the last learn). Every runner in ``timeouts`` (index -> seconds its collect may
-        take) is asked at once. Returns ``stats`` by runner and either ``metrics`` (all chunks came) or
-        ``failed`` (runner index -> :func:`~rlightning_core.distributed.channel.fault_info`): then nothing is
-        learned, the chunks that came are held for :meth:`learn_held`, and the driver restarts and re-collects
-        the failed runners.
+        take) is asked at once. Returns ``stats`` by runner and either ``metrics`` (all chunks came; ``error``
+        instead if learning raised) or ``failed`` (runner index ->
+        :func:`~rlightning_core.distributed.channel.fault_info`): then nothing is learned, the chunks that came
+        are held for :meth:`learn_held`, and the driver restarts and re-collects the failed runners.
         """
         from rlightning_core.distributed.channel import fault_info, gather
         from rlightning_core.distributed.ray_common import pack_weights
@@ -755,8 +755,13 @@ class LearnerActor(CollectiveMember):
         if failed:
             self._held = {i: chunk for i, (chunk, _) in answers.items()}
             return {"stats": stats, "failed": {i: fault_info(e) for i, e in failed.items()}}
-        return {"stats": stats, "failed": {},
-                "metrics": self._timed_learn(progress, [answers[i][0] for i in sorted(answers)])}
+        try:
+            metrics = self._timed_learn(progress, [answers[i][0] for i in sorted(answers)])
+        except Exception as exc:  # raised by the driver's learn(), after it recorded this rollout (as over Ray)
+            from rlightning_core.distributed.channel import error_info
+
+            return {"stats": stats, "failed": {}, "error": error_info(exc)}
+        return {"stats": stats, "failed": {}, "metrics": metrics}
 
     def serve_channel(self, path: str, token: bytes, index: int) -> None:
         """Take :meth:`collect_and_learn` calls over the driver's Unix socket until it closes it.

@@ -36,8 +36,8 @@ import attrs
 
 from rlightning_core.env.remote.protocol import ConnectionClosed, recv_exact
 
-__all__ = ["ChannelHub", "ChannelLost", "ChannelTimeout", "RemoteError", "fault_from_info", "fault_info", "gather",
-           "loads", "serve"]
+__all__ = ["ChannelHub", "ChannelLost", "ChannelTimeout", "RemoteError", "error_info", "fault_from_info", "fault_info",
+           "gather", "loads", "rebuild_error", "serve"]
 
 #: Message header: kind (``H`` hello, ``Q`` request, ``K`` result, ``E`` error) and payload length.
 _HEADER = struct.Struct("!cQ")
@@ -113,23 +113,78 @@ def _recv(sock: socket.socket, deadline: float | None) -> tuple[bytes, bytes]:
     return kind, _recv_exact(sock, n, deadline) if n else b""
 
 
-def _error_info(exc: BaseException) -> dict[str, Any]:
-    """What the driver needs to rebuild the error: an env fault stays an ``EnvStepError`` (restartable)."""
-    from rlightning_core.env.runner import EnvStepError
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is plain data the restricted unpickler reads back (numbers, strings, lists, dicts)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+    return False
 
-    info: dict[str, Any] = {"type": f"{type(exc).__module__}.{type(exc).__qualname__}", "message": str(exc),
+
+def _is_ours(module: str) -> bool:
+    return module == "rlightning_core" or module.startswith(("rlightning_core.", "rlightning_"))
+
+
+def error_info(exc: BaseException) -> dict[str, Any]:
+    """What the driver needs to rebuild the error.
+
+    An env fault stays an ``EnvStepError`` (restartable); one of rlightning's own errors (say a
+    ``NonFiniteError`` from the learner) is rebuilt as itself, so the engine and the CLI treat it as they
+    would in-process (a clean message, no traceback, for a run that diverged).
+    """
+    from rlightning_core.env.runner import EnvStepError
+    from rlightning_core.errors import RlightningError
+
+    cls = type(exc)
+    info: dict[str, Any] = {"type": f"{cls.__module__}.{cls.__qualname__}", "message": str(exc),
                             "traceback": "".join(traceback.format_exception(exc))}
     if isinstance(exc, EnvStepError):
         info["env"] = {"label": exc.label, "phase": exc.phase, "kind": exc.kind}
+    elif isinstance(exc, RlightningError) and _is_ours(cls.__module__) and _plain(list(exc.args)):
+        info["rlightning"] = {"module": cls.__module__, "name": cls.__qualname__, "args": list(exc.args),
+                              "state": {k: v for k, v in vars(exc).items() if _plain(v)}}
     return info
 
 
-def _rebuild_error(info: dict[str, Any], where: str) -> BaseException:
+def _rebuild_rlightning(known: dict[str, Any]) -> BaseException | None:
+    """The rlightning error :func:`error_info` described (only a class of rlightning's own errors)."""
+    import importlib
+
+    from rlightning_core.errors import RlightningError
+
+    module, name = str(known["module"]), str(known["name"])
+    if not _is_ours(module) or "." in name:
+        return None
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return None
+    if not (isinstance(cls, type) and issubclass(cls, RlightningError)):
+        return None
+    exc = cls.__new__(cls)
+    exc.args = tuple(known["args"])
+    vars(exc).update(known["state"])
+    return exc
+
+
+def rebuild_error(info: dict[str, Any], where: str) -> BaseException:
+    """The exception :func:`error_info` described, raised in ``where``.
+
+    An ``EnvStepError``, one of rlightning's own errors, else a :class:`RemoteError` carrying the type, message
+    and traceback.
+    """
     from rlightning_core.env.runner import EnvStepError
 
     tail = f"\n\n{where}'s traceback:\n{info['traceback']}"
     if "env" in info:
         return EnvStepError(info["message"] + tail, **info["env"])
+    rebuilt = _rebuild_rlightning(info["rlightning"]) if "rlightning" in info else None
+    if rebuilt is not None:
+        rebuilt.add_note(f"raised in {where}; its traceback:\n{info['traceback']}")
+        return rebuilt
     return RemoteError(f"{where} failed: {info['type']}: {info['message']}{tail}")
 
 
@@ -150,7 +205,7 @@ def serve(path: str, token: bytes, index: int, handler: Callable[..., Any]) -> N
             try:
                 answer = b"K", pickle.dumps(handler(*loads(payload)), protocol=5)
             except Exception as exc:  # sent to the driver, which decides (restart, or stop the run)
-                answer = b"E", pickle.dumps(_error_info(exc))
+                answer = b"E", pickle.dumps(error_info(exc))
             try:
                 _send(sock, *answer)
             except ChannelLost:
@@ -238,7 +293,7 @@ class ChannelHub:
         if kind == b"K":
             return loads(payload)
         if kind == b"E":
-            raise _rebuild_error(loads(payload), where)
+            raise rebuild_error(loads(payload), where)
         raise ChannelLost(f"{where} sent an unexpected message {kind!r}")
 
     def detach(self, index: int) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from rlightning_core.buffer.base import BufferSpec
 from rlightning_core.config.schema import MainConfig
-from rlightning_core.distributed.channel import ChannelLost, ChannelTimeout, fault_from_info
+from rlightning_core.distributed.channel import ChannelLost, ChannelTimeout, fault_from_info, rebuild_error
 from rlightning_core.distributed.cluster import RayCluster
 from rlightning_core.distributed.env_group import RemoteEnvGroup
 from rlightning_core.distributed.placement import PlacementPlan
@@ -717,7 +717,7 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
         stats: list[Any] = [out["stats"].get(i) for i in range(n)]
         failed = [(i, fault_from_info(info)) for i, info in sorted(out["failed"].items())]
         self._line_members.difference_update(i for i, _ in failed)  # the learner dropped their connections
-        self._line_result = {"progress": progress, "metrics": out.get("metrics")}
+        self._line_result = {"progress": progress, "metrics": out.get("metrics"), "error": out.get("error")}
         return [None] * n, stats, failed
 
     def _push_line_ride(self) -> None:
@@ -804,6 +804,8 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
                 raise RuntimeError(f"learn(progress={progress}) after chain_learn({line['progress']}): the engine "
                                    "must pass the progress it chained")
             self._line_learned = True  # its new weights stay there: sync() lets the next line call carry them
+            if line["error"] is not None:  # learning raised (say a NonFiniteError): it surfaces here, as over Ray
+                raise rebuild_error(line["error"], "the learner")
             if line["metrics"] is not None:
                 return dict(line["metrics"])
             try:  # the failed runners' chunks came over Ray calls; the learner holds the others

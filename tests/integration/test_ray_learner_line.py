@@ -143,3 +143,26 @@ def test_the_dry_run_plan_names_the_learners_line(cartpole_config):
     assert "collect calls: the learner actor asks the env runners on its node over a Unix socket" in text
     text = "\n".join(describe_ray_plan(_config(cartpole_config, "cluster.weight_sync=broadcast"), ["CartPole-v1"] * 2))
     assert "collect calls: Ray calls" in text
+
+
+@pytest.mark.ray
+def test_a_diverged_learner_on_the_line_stops_the_run_with_the_cli_message(ray_cluster, tmp_path, monkeypatch, capsys):
+    """A NonFiniteError raised in the learner actor during collect_and_learn reaches the driver as itself, in
+    learn() (after the rollout was recorded, as over Ray calls): exit 1, the iteration and its env steps named,
+    no traceback."""
+    import logging
+    from pathlib import Path
+
+    from rlightning_cli.main import main
+
+    cartpole = Path(__file__).resolve().parents[2] / "examples" / "cartpole_ppo.yaml"
+
+    monkeypatch.setattr(logging.getLogger("rlightning"), "handlers", [])  # the CLI adds a stderr handler
+    with pytest.raises(SystemExit) as info:
+        main(["train", str(cartpole), "cluster.mode=ray", "env.num_workers=2", "env.num_envs=2",
+              "policy.params.lr=1e30", "engine.total_steps=4096", "engine.eval_every=0", "checkpoint.every=0",
+              "logging.progress=false", "--run-dir", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert info.value.code == 1, err
+    assert "Error: iteration 1 (128 env steps so far): non-finite values in ppo update" in err, err
+    assert "Traceback" not in err

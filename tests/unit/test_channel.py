@@ -28,6 +28,10 @@ def _handler(mode: str, value: np.ndarray | None = None):
                            kind="non_finite")
     if mode == "bug":
         raise KeyError("a bug in the rollout copy")
+    if mode == "diverged":
+        from rlightning_core.policy.numerics import NonFiniteError
+
+        raise NonFiniteError("loss/value=inf", offending={"loss/value": float("inf")}, learn_call=3)
     if mode == "slow":
         time.sleep(2.0)
     return {"echo": value, "pid": os.getpid()}
@@ -72,6 +76,20 @@ def test_any_other_error_is_a_remote_error_naming_the_type(line):
     hub.request(3, ("bug",))
     with pytest.raises(RemoteError, match=re.escape("env worker 3 failed: builtins.KeyError: 'a bug in the")):
         hub.reply(3, time.monotonic() + 10, "env worker 3")
+
+
+def test_an_rlightning_error_arrives_as_itself(line):
+    """A learner's NonFiniteError over the line is the same class with the same fields (the engine adds the
+    iteration, the CLI prints it without a traceback); the worker's traceback is in its notes."""
+    from rlightning_core.policy.numerics import NonFiniteError
+
+    hub, _ = line
+    hub.request(3, ("diverged",))
+    with pytest.raises(NonFiniteError) as info:
+        hub.reply(3, time.monotonic() + 10, "the learner")
+    assert str(info.value) == "loss/value=inf"
+    assert info.value.offending == {"loss/value": float("inf")} and info.value.learn_call == 3
+    assert any("raised in the learner" in n and "_handler" in n for n in info.value.__notes__)
 
 
 def test_a_late_answer_times_out(line):
