@@ -44,6 +44,18 @@ class CollectiveMember:
         pg = ray.get_runtime_context().get_placement_group_id()
         return str(pg) if pg else None
 
+    def sync_device(self) -> str:
+        """Where this rank's synced weights live: ``cpu``, or ``cuda:<uuid>`` (ranks sharing a GPU share it)."""
+        from rlightning_core.weights.buckets import named_tensors
+
+        tensors = named_tensors(self._sync_modules())
+        device = next(iter(tensors.values())).device if tensors else None
+        if device is None or device.type != "cuda":
+            return "cpu"
+        import torch
+
+        return f"cuda:{torch.cuda.get_device_properties(device).uuid}"
+
     def free_port(self) -> tuple[str, int]:
         """An address and free TCP port on this node for the group's rendezvous (called on rank 0)."""
         import ray

@@ -22,6 +22,7 @@ from rlightning_core.distributed.placement import PlacementPlan
 from rlightning_core.distributed.ray_common import (
     REPLY_SYNC_MAX_BYTES,
     WorkerFailure,
+    collective_backend,
     learner_line_possible,
     mean_metrics,
 )
@@ -290,7 +291,7 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
     def _form_data_parallel(self) -> None:
         """The learners' torch.distributed group (gloo on CPU, nccl with GPUs): rank 0's weights everywhere."""
         cc = self.config.cluster
-        backend = self.backend()
+        backend = self.backend(self.learners)
         addr, port = self._get(self.learner.free_port.remote(), cc.call_timeout_s, "pick a rendezvous port")
         sums = self._get([ln.init_data_parallel.remote(addr, port, backend, int(cc.bucket_mb * (1 << 20)))
                           for ln in self.learners], cc.call_timeout_s, "form the data-parallel learner group")
@@ -298,12 +299,24 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
             raise WorkerFailure(f"the data-parallel learners disagree on their initial parameters ({sums})")
         log.info("data-parallel learners: %d ranks over %s", self.world_size, backend)
 
-    def backend(self) -> str:
-        """The torch.distributed backend: ``cluster.backend``, or nccl when the learners have GPUs."""
+    def backend(self, members: Sequence[Any] = ()) -> str:
+        """The torch.distributed backend of a group of ``members``.
+
+        ``cluster.backend`` (or the ``build_policy_group`` override), else :func:`collective_backend` from where
+        each member's weights live: nccl only when every member has a GPU of its own.
+        """
         override = getattr(self, "backend_override", "auto")
         cc = self.config.cluster
-        choice = override if override != "auto" else cc.backend
-        return choice if choice != "auto" else ("nccl" if cc.learner_num_gpus > 0 else "gloo")
+        requested = override if override != "auto" else cc.backend
+        if requested != "auto" or not members:
+            return requested if requested != "auto" else ("nccl" if cc.learner_num_gpus > 0 else "gloo")
+        if not cc.learner_num_gpus and not cc.rollout_num_gpus:
+            return "gloo"  # no GPU anywhere: no need to ask the members
+        devices = [str(d) for d in self._get([m.sync_device.remote() for m in members], cc.call_timeout_s,
+                                             "locate the weights' devices")]
+        backend, why = collective_backend("auto", devices)
+        log.info("weight-sync group of %d ranks: %s (%s)", len(devices), backend, why)
+        return backend
 
     def _learner_failed(self, exc: BaseException) -> WorkerFailure:
         return WorkerFailure(f"the learner failed; the last checkpoint is intact. Cause: {exc}")
@@ -500,8 +513,8 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
     def _form_group(self) -> None:
         """(Re)form the torch.distributed group: learner rank 0, env runners 1..K."""
         cc = self.config.cluster
-        backend = self.backend()
         members = [self.learner, *self.rollout_actors]
+        backend = self.backend(members)
         addr, port = self._get(self.learner.free_port.remote(), cc.call_timeout_s, "pick a rendezvous port")
         bucket = int(cc.bucket_mb * (1 << 20))
         sigs = self._get([m.init_collective.remote(addr, port, rank, len(members), backend, bucket)

@@ -15,7 +15,9 @@ def describe_ray_plan(config: Any, labels: list[str]) -> list[str]:
     from rlightning_core.distributed.ray_common import learner_line_possible
 
     c = config.cluster
-    backend = c.backend if c.backend != "auto" else ("nccl" if c.learner_num_gpus > 0 else "gloo")
+    gpus = c.learner_num_gpus > 0 or c.rollout_num_gpus > 0
+    backend = c.backend if c.backend != "auto" else (
+        "nccl if every rank has a GPU of its own, else gloo (checked at start-up)" if gpus else "gloo")
     sync = "broadcast" if c.weight_sync == "auto" else c.weight_sync
     lines = []
     if c.topology == "inference_server":

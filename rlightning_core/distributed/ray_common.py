@@ -9,8 +9,8 @@ import numpy as np
 from rlightning_core.config.schema import MainConfig
 from rlightning_core.errors import RlightningError
 
-__all__ = ["REPLY_SYNC_MAX_BYTES", "PackedWeights", "RayExecutionState", "WorkerFailure", "learner_line_possible",
-           "mean_metrics", "pack_weights", "strip_private", "unpack_weights"]
+__all__ = ["REPLY_SYNC_MAX_BYTES", "PackedWeights", "RayExecutionState", "WorkerFailure", "collective_backend",
+           "learner_line_possible", "mean_metrics", "pack_weights", "strip_private", "unpack_weights"]
 
 #: ``weight_sync: auto`` on CPU learners: weights up to this size ride the learner's reply (no collective).
 REPLY_SYNC_MAX_BYTES = 1 << 20
@@ -26,6 +26,26 @@ class RayExecutionState:
     learners: list[Any]
     preprocessors: list[Any]
     version: int
+
+
+def collective_backend(requested: str, devices: list[str]) -> tuple[str, str]:
+    """The torch.distributed backend for a group whose ranks hold their weights on ``devices``, and why.
+
+    ``devices``: each rank's ``cpu`` or ``cuda:<uuid>`` (:meth:`CollectiveMember.sync_device`). ``auto`` picks
+    nccl only when every rank has a GPU of its own: NCCL broadcasts GPU tensors only and refuses two ranks on
+    one GPU (colocated learner and rollout copies on a shared GPU), so such groups use gloo, which handles CPU
+    and GPU tensors. A backend set by ``cluster.backend`` (or ``build_policy_group(backend=...)``) is kept.
+    """
+    if requested != "auto":
+        return requested, "set by cluster.backend"
+    cuda = [d for d in devices if d.startswith("cuda")]
+    if not cuda:
+        return "gloo", "every rank on CPU"
+    if len(set(cuda)) < len(cuda):
+        return "gloo", "ranks share a GPU (NCCL needs one GPU per rank)"
+    if len(cuda) < len(devices):
+        return "gloo", "some ranks hold their weights on CPU (NCCL broadcasts GPU tensors only)"
+    return "nccl", "every rank on a GPU of its own"
 
 
 def learner_line_possible(cc: Any) -> bool:

@@ -1,0 +1,124 @@
+"""GPU paths of Ray mode: nccl between GPU ranks, a GPU learner syncing CPU env runners, colocated sync.
+
+Run where CUDA is (``pytest -m gpu``); skipped elsewhere. ``sync_device`` and the backend choice also run on CPU.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytestmark = [pytest.mark.usefixtures("training_plugins")]
+
+
+def _cuda_devices() -> int:
+    torch = pytest.importorskip("torch")
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def _learner(cartpole_config, device: str):
+    import gymnasium as gym
+
+    from rlightning_core.builders import build_policy_group
+    from rlightning_core.distributed.actors import LearnerActor
+    from rlightning_core.plugins import get_plugins
+
+    config = cartpole_config("cluster.mode=ray", f"policy.device={device}")
+    group = build_policy_group(config.policy.type, config.policy, config.cluster)
+    actor = LearnerActor(group.policy_cfg, selection=get_plugins().selection(), seed=0)
+    env = gym.make("CartPole-v1")
+    actor.build(env.observation_space, env.action_space)
+    return actor
+
+
+def test_a_cpu_member_reports_cpu(cartpole_config):
+    assert _learner(cartpole_config, "cpu").sync_device() == "cpu"
+
+
+@pytest.mark.gpu
+def test_a_gpu_member_reports_its_gpus_uuid(cartpole_config):
+    if _cuda_devices() < 1:
+        pytest.skip("needs a CUDA GPU")
+    import torch
+
+    device = _learner(cartpole_config, "cuda").sync_device()
+    assert device == f"cuda:{torch.cuda.get_device_properties(0).uuid}"
+
+
+def _nccl_rank(rank: int, world: int, port: int, out: str) -> None:
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    from rlightning_core.weights.buckets import BucketLayout, named_tensors
+
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=60))
+    torch.manual_seed(rank)  # different weights on every rank until the broadcast
+    modules = {"net": torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.Linear(256, 4)).cuda()}
+    layout = BucketLayout.build(named_tensors(modules), 1 << 16)  # several buckets
+    flats = layout.flatten_in_place(modules)
+    for flat in flats:
+        dist.broadcast(flat, src=0)
+    torch.cuda.synchronize()
+    np.savez(f"{out}/rank{rank}.npz", **{k: v.detach().cpu().numpy() for k, v in named_tensors(modules).items()})
+    dist.destroy_process_group()
+
+
+@pytest.mark.gpu
+def test_nccl_bucketed_broadcast_between_gpu_ranks_is_bitwise(tmp_path):
+    """The weight-sync buckets over nccl, one process per GPU (NCCL refuses two ranks on one GPU)."""
+    if _cuda_devices() < 2:
+        pytest.skip("needs 2 CUDA GPUs")
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(_nccl_rank, args=(2, port, str(tmp_path)), nprocs=2, join=True)
+    first, second = np.load(tmp_path / "rank0.npz"), np.load(tmp_path / "rank1.npz")
+    assert sorted(first.files) == sorted(second.files)
+    assert all(np.array_equal(first[k], second[k]) for k in first.files)
+
+
+def _gpu_run(cartpole_config, build_run, *overrides):
+    config = cartpole_config("cluster.mode=ray", "env.num_workers=2", "env.num_envs=2", "checkpoint.every=0",
+                             "engine.total_steps=512", "engine.eval_every=0", "engine.eval_episodes=2",
+                             "cluster.learner_num_gpus=1", "policy.device=cuda", "cluster.weight_sync=broadcast",
+                             *overrides)
+    return build_run(config)
+
+
+@pytest.mark.gpu
+@pytest.mark.ray
+@pytest.mark.parametrize("placement", ["default", "colocate"])
+def test_a_gpu_learner_syncs_its_cpu_env_runners_bit_for_bit(ray_cluster, cartpole_config, build_run, caplog,
+                                                             placement):
+    """A learner on the GPU and rollout copies on CPU (env runners hold no GPU): the sync group is gloo (NCCL
+    broadcasts GPU tensors only), the weights arrive bit for bit; with placement colocate everything shares
+    one bundle."""
+    if _cuda_devices() < 1 or ray_cluster.cluster_resources().get("GPU", 0) < 1:
+        pytest.skip("needs a CUDA GPU in the Ray cluster")
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="rlightning"):
+        engine = _gpu_run(cartpole_config, build_run, f"cluster.placement={placement}")
+    ex = engine.execution
+    try:
+        assert "weight-sync group of 3 ranks: gloo (some ranks hold their weights on CPU" in caplog.text
+        assert ex.ray.get(ex.learner.sync_device.remote()).startswith("cuda:")
+        ex.collect(32)
+        ex.learn(0.0)
+        version, metrics = ex.sync()
+        learner = ex.ray.get(ex.learner.get_weights.remote())
+        for actor in ex.env_group.actors:
+            copy = ex.ray.get(actor.get_weights.remote())
+            assert all(np.array_equal(copy[k], learner[k]) for k in learner)
+            assert ex.ray.get(actor.weight_version.remote()) == version
+        assert metrics["sync/bytes"] > 0
+    finally:
+        ex.close()
