@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from rlightning_core.distributed.learner_line import LineHost
+
 __all__ = ["CollectiveMember", "EnvRunnerActor", "LearnerActor"]
 
 
@@ -521,7 +523,7 @@ class EnvRunnerActor(CollectiveMember):
         self.worker.close()
 
 
-class LearnerActor(CollectiveMember):
+class LearnerActor(LineHost, CollectiveMember):
     """The learner (TRAIN policy) and the data buffer it learns from, in one actor.
 
     With ``world_size`` > 1 it is rank ``rank`` of a data-parallel group (:meth:`init_data_parallel`): it
@@ -710,98 +712,6 @@ class LearnerActor(CollectiveMember):
         self._before_learn()
         metrics = self.policy.learn(self.buffer, progress=progress)
         return {"metrics": metrics, "lags": lags, "dropped": dropped, "busy_s": time.perf_counter() - t0}
-
-    # -- the learner's line to the env runners on its node (cluster.local_channel) --------------------------
-    def open_line(self) -> tuple[str, str] | None:
-        """Listen on a Unix socket for the env runners of this node.
-
-        Returns the node id and the socket's directory (``None``: no Unix socket here). The learner then drives
-        each iteration itself (:meth:`collect_and_learn`): one call from the driver instead of a collect call per
-        runner, a chunk dependency and a weight transfer.
-        """
-        from rlightning_core.distributed.channel import ChannelHub
-
-        try:
-            self._hub: Any = ChannelHub()
-        except OSError:
-            return None
-        return self.node_id(), os.path.dirname(self._hub.path)
-
-    def attach_line(self, index: int, runner: Any, timeout_s: float) -> str:
-        """Connect env runner ``index`` (an actor handle) to this learner's line; returns ``""`` or why not."""
-        import ray
-
-        try:
-            self._hub.attach(ray, index, runner, timeout_s)
-        except Exception as exc:
-            self._hub.detach(index)
-            text = str(exc).strip()
-            return f"{type(exc).__name__}: {text.splitlines()[-1] if text else ''}"
-        return ""
-
-    def detach_line(self, index: int) -> None:
-        """Drop env runner ``index``'s connection (it is being replaced, or takes Ray calls from now on)."""
-        self._hub.detach(index)
-
-    def line_attached(self) -> int:
-        """Connections made on the line so far (replacements of failed runners included)."""
-        return int(self._hub.attached)
-
-    def collect_and_learn(self, num_steps: int, progress: float, version: int | None,
-                          timeouts: dict[int, float]) -> dict[str, Any]:
-        """One sync-engine iteration over the line: every runner collects, then the learner learns.
-
-        ``version`` set: the learner's current weights ride the collect requests under that version (the
-        driver's sync after the last learn). Every runner in ``timeouts`` (index -> seconds its collect may
-        take) is asked at once. Returns ``stats`` by runner and either ``metrics`` (all chunks came; ``error``
-        instead if learning raised) or ``failed`` (runner index ->
-        :func:`~rlightning_core.distributed.channel.fault_info`): then nothing is learned, the chunks that came
-        are held for :meth:`learn_held`, and the driver restarts and re-collects the failed runners.
-        """
-        from rlightning_core.distributed.channel import fault_info, gather
-        from rlightning_core.distributed.ray_common import pack_weights
-
-        ride = () if version is None else (pack_weights(self.policy.get_weights()), version)
-        answers, failed = gather(self._hub, (num_steps, *ride), timeouts)
-        stats = {i: s for i, (_, s) in answers.items()}
-        if failed:
-            self._held = {i: chunk for i, (chunk, _) in answers.items()}
-            return {"stats": stats, "failed": {i: fault_info(e) for i, e in failed.items()}}
-        try:
-            metrics = self._timed_learn(progress, [answers[i][0] for i in sorted(answers)])
-        except Exception as exc:  # raised by the driver's learn(), after it recorded this rollout (as over Ray)
-            from rlightning_core.distributed.channel import error_info
-
-            return {"stats": stats, "failed": {}, "error": error_info(exc)}
-        return {"stats": stats, "failed": {}, "metrics": metrics}
-
-    def serve_channel(self, path: str, token: bytes, index: int) -> None:
-        """Take :meth:`collect_and_learn` calls over the driver's Unix socket until it closes it.
-
-        Runs on the actor's ``channel`` thread. The driver sends the learner nothing else while such a call is
-        in flight: the learner's other calls (weights for evaluation, checkpoints) come between iterations.
-        """
-        from rlightning_core.distributed.channel import serve
-
-        serve(path, token, index, self.collect_and_learn)
-
-    def learn_held(self, progress: float, *chunks: Any) -> dict[str, float]:
-        """:meth:`learn` from ``chunks``, where a ``None`` stands for the chunk :meth:`collect_and_learn` held."""
-        held, self._held = getattr(self, "_held", {}), {}
-        return self.learn(progress, *(held[i] if c is None else c for i, c in enumerate(chunks)))
-
-    def _timed_learn(self, progress: float, chunks: list[Any]) -> dict[str, float]:
-        """:meth:`learn`, with its duration as ``perf/learner_busy_s``: the driver's collect call includes it."""
-        t0 = time.perf_counter()
-        metrics = dict(self.learn(progress, *chunks))
-        metrics["perf/learner_busy_s"] = time.perf_counter() - t0
-        return metrics
-
-    def close_line(self) -> None:
-        """Close the line (the runners' serving threads return) and remove its socket directory."""
-        hub = getattr(self, "_hub", None)
-        if hub is not None:
-            hub.close()
 
     def get_weights(self) -> dict[str, np.ndarray]:
         """Numpy copies of the weights (object-store strategy, evaluation, tests)."""

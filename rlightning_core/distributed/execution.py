@@ -15,9 +15,11 @@ from typing import Any
 
 from rlightning_core.buffer.base import BufferSpec
 from rlightning_core.config.schema import MainConfig
-from rlightning_core.distributed.channel import ChannelLost, ChannelTimeout, fault_from_info, rebuild_error
+from rlightning_core.distributed.channel import ChannelLost, ChannelTimeout, rebuild_error
 from rlightning_core.distributed.cluster import RayCluster
 from rlightning_core.distributed.env_group import RemoteEnvGroup
+from rlightning_core.distributed.inference_servers import InferenceServersMixin
+from rlightning_core.distributed.learner_line import LearnerLineMixin
 from rlightning_core.distributed.placement import PlacementPlan
 from rlightning_core.distributed.ray_common import (
     REPLY_SYNC_MAX_BYTES,
@@ -61,7 +63,7 @@ def check_resources(config: MainConfig, available: dict[str, float]) -> None:
         raise ConfigError(problems)
 
 
-class RayExecution(WeightSyncMixin, StreamingMixin):
+class RayExecution(LearnerLineMixin, InferenceServersMixin, WeightSyncMixin, StreamingMixin):
     """Same interface as :class:`~rlightning_core.engine.execution.LocalExecution`, on a Ray cluster."""
 
     mode = "ray"
@@ -361,81 +363,6 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
         """The actors holding rollout copies of the weights: inference servers, or the env runners."""
         return self.servers if self.inference_server else self.env_group.actors
 
-    def _start_servers(self) -> None:
-        """``cluster.eval_workers`` inference servers; env workers are routed to them (sticky, two halves each)."""
-        from rlightning_core.distributed.inference import route
-
-        cc = self.config.cluster
-        self.routes = route(len(self.env_group.actors), cc.eval_workers)
-        self.server_restarts = [0] * cc.eval_workers
-        self.servers = [self._create_server(j) for j in range(cc.eval_workers)]
-        self._server_has_value = self._get(self.servers[0].has_value.remote(), cc.actor_start_timeout_s,
-                                           "start the inference servers")
-        log.info("inference servers: %d, env workers routed %s", len(self.servers), self.routes)
-
-    def _create_server(self, j: int) -> Any:
-        from rlightning_core.distributed.inference import InferenceServerActor
-
-        cc = self.config.cluster
-        k = self.server_restarts[j]
-        seed = derive_seed(self.config.seed, 4, 1000 + j, k) if k else derive_seed(self.config.seed, 4, 1000 + j)
-        halves = [sum(1 for s, h in self.routes if s == j and h == half) for half in (0, 1)]
-        ptype = self.policy_cfg.type.replace(":", "-")
-        server: Any = self.ray.remote(InferenceServerActor).options(
-            num_cpus=cc.rollout_num_cpus, num_gpus=cc.rollout_num_gpus, name=f"policy-eval-{ptype}-{j}-r{k}",
-            max_concurrency=64,
-        ).remote(self.policy_cfg, selection=self.selection, seed=seed, observation_space=self.observation_space,
-                 action_space=self.action_space, half_sizes=halves, num_threads=self.policy_cfg.num_threads)
-        self.seeds.record("rollout_server", group=0, rank=j, restart=k, seed=seed)
-        if cc.offload:
-            server.set_offload.remote(True)
-        return server
-
-    def _alive(self, index: int) -> bool:
-        try:
-            self.ray.get(self.env_group.actors[index].pid.remote(),
-                         timeout=min(30.0, self.config.cluster.call_timeout_s))
-            return True
-        except Exception:
-            return False
-
-    def _revive_servers(self) -> None:
-        """Recreate dead inference servers and re-sync them before any env actor asks them again."""
-        cc = self.config.cluster
-        dead = []
-        for j, server in enumerate(self.servers):
-            try:
-                self.ray.get(server.weight_version.remote(), timeout=min(30.0, cc.call_timeout_s))
-            except (self.ray.exceptions.RayActorError, self.ray.exceptions.GetTimeoutError):
-                dead.append(j)
-        for j in dead:
-            self.restarts += 1
-            if self.restarts > cc.max_restarts:
-                raise WorkerFailure(f"inference server {j} failed and cluster.max_restarts={cc.max_restarts} "
-                                    "worker restarts are used up, so the run stops (the last checkpoint is intact)")
-            log.warning("inference server %d failed; recreating it (restart %d of %d)", j, self.restarts,
-                        cc.max_restarts)
-            try:
-                self.ray.kill(self.servers[j], no_restart=True)
-            except Exception:
-                pass
-            self.server_restarts[j] += 1
-            self.servers[j] = self._create_server(j)
-        if not dead:
-            return
-        if self.strategy == "broadcast":
-            for m in [self.learner, *[s for j, s in enumerate(self.servers) if j not in dead]]:
-                m.leave_collective.remote()
-            self._form_group()
-            self._broadcast(self.version)
-        elif self.strategy == "node_shared":
-            self._setup_shared()
-            self._shared_sync(self.version)
-        else:
-            ref = self.learner.get_weights.remote()
-            self._get([self.servers[j].set_weights.remote(ref, self.version) for j in dead], cc.call_timeout_s,
-                      "re-sync the inference servers")
-
     def _setup_runner(self, w: int, actor: Any) -> None:
         if self.config.cluster.offload:  # a GPU rollout copy leaves the GPU while the learner learns
             actor.set_offload.remote(True)
@@ -666,79 +593,6 @@ class RayExecution(WeightSyncMixin, StreamingMixin):
         self._presync = (self.version + 1, presync) if presync else None
         self._merge_preprocessors(stats)
         return stats
-
-    # -- the learner actor's line (cluster.local_channel with train_workers: 1) --------------------------------
-    def _line_covers_all(self) -> bool:
-        """Whether the learner actor can drive this iteration: every env runner is on its line."""
-        return self._line_node is not None and len(self._line_members) == len(self.env_group.actors)
-
-    def _connect_learner(self, line_dir: str) -> None:
-        """The driver's line to a learner actor on its node: each iteration's call then skips Ray, too.
-
-        The learner's socket directory is also removed when this process exits: a learner killed without
-        :meth:`close` (Ray shut down under an unclosed run) cannot remove it itself.
-        """
-        import shutil
-        import weakref
-
-        from rlightning_core.distributed.channel import ChannelHub
-
-        if self._line_node != str(self.ray.get_runtime_context().get_node_id()):
-            return
-        weakref.finalize(self, shutil.rmtree, line_dir, True)
-        try:
-            hub = ChannelHub()
-        except OSError as exc:
-            log.warning("cluster.local_channel: no Unix socket to the learner (%s); it takes Ray calls", exc)
-            return
-        try:
-            hub.attach(self.ray, 0, self.learner, self.config.cluster.actor_start_timeout_s)
-        except Exception as exc:
-            hub.close()
-            if isinstance(exc, self.ray.exceptions.RayActorError):
-                raise self._learner_failed(exc) from exc
-            log.warning("the learner takes Ray calls: no line from the driver to it (%s)", exc)
-            return
-        self._learner_hub = hub
-
-    def _ask_learner(self, args: tuple[Any, ...], timeout: float) -> dict[str, Any]:
-        """One ``collect_and_learn`` call: over the driver's line to the learner, else a Ray call."""
-        hub = self._learner_hub
-        try:
-            if hub is None:
-                return dict(self.ray.get(self.learner.collect_and_learn.remote(*args), timeout=timeout))
-            hub.request(0, args)
-            return dict(hub.reply(0, time.monotonic() + timeout, "the learner"))
-        except (self.ray.exceptions.RayActorError, ChannelLost, ChannelTimeout) as exc:
-            raise self._learner_failed(exc) from exc
-
-    def _line_iteration(self, num_steps: int, progress: float) -> tuple[list[Any], list[Any], list[Any]]:
-        """One Ray call: the learner asks every runner for a chunk over its line and learns from them.
-
-        Returns ``(chunks, stats, failed)`` for :meth:`collect`'s failure handling: the chunks are ``None``
-        (kept by the learner); a failed runner's stats are ``None`` and it is in ``failed`` with its error.
-        The learner then learns only in :meth:`learn` (:meth:`LearnerActor.learn_held`), once the failed
-        runners were recreated and collected again over Ray calls.
-        """
-        n = len(self.env_group.actors)
-        self._finish_sync()
-        self._settle_runner_calls(range(n))  # resets, preprocessor statistics, re-syncs: before the collect
-        ride, self._line_ride = self._line_ride, None
-        timeouts = {i: self._call_timeout(i, num_steps) for i in range(n)}
-        out = self._ask_learner((num_steps, progress, ride, timeouts),
-                                sum(timeouts.values()) + self.config.cluster.call_timeout_s)
-        stats: list[Any] = [out["stats"].get(i) for i in range(n)]
-        failed = [(i, fault_from_info(info)) for i, info in sorted(out["failed"].items())]
-        self._line_members.difference_update(i for i, _ in failed)  # the learner dropped their connections
-        self._line_result = {"progress": progress, "metrics": out.get("metrics"), "error": out.get("error")}
-        return [None] * n, stats, failed
-
-    def _push_line_ride(self) -> None:
-        """Weights the learner's line would have carried go over Ray calls (a runner left the line)."""
-        version, self._line_ride = self._line_ride, None
-        if version is not None:
-            ref = self.learner.get_weights.remote()
-            self._sync_refs += [a.set_weights.remote(ref, version) for a in self.rollout_actors]
 
     def _restart_runner(self, index: int, exc: BaseException) -> Any:
         if self.inference_server:
