@@ -23,6 +23,7 @@ from rlightning_core.distributed.learner_line import LearnerLineMixin
 from rlightning_core.distributed.placement import PlacementPlan
 from rlightning_core.distributed.ray_common import (
     REPLY_SYNC_MAX_BYTES,
+    SYNC_ENGINES,
     WorkerFailure,
     collective_backend,
     learner_line_possible,
@@ -127,7 +128,7 @@ class RayExecution(LearnerLineMixin, InferenceServersMixin, WeightSyncMixin, Str
         ptype = self.policy_cfg.type.replace(":", "-")
         self.world_size = max(cc.train_workers, 1)
         # a learner that may drive the runners over its line takes the driver's calls on a thread of its own
-        line_possible = learner_line_possible(cc) and config.engine.type in ("sync", "rlightning:sync")
+        line_possible = learner_line_possible(cc) and config.engine.type in SYNC_ENGINES
         groups: dict[str, Any] = {"concurrency_groups": {"channel": 1}} if line_possible else {}
         learner_cls: Any = ray.remote(**groups)(LearnerActor) if groups else ray.remote(LearnerActor)
         plan = self.env_group.plan
@@ -251,7 +252,7 @@ class RayExecution(LearnerLineMixin, InferenceServersMixin, WeightSyncMixin, Str
     def _check_in_process(config: MainConfig) -> None:
         """``cluster.train_workers: 0`` (the learner in the driver): refuse what needs a learner actor."""
         cc, problems = config.cluster, []
-        if config.engine.type not in ("sync", "rlightning:sync"):
+        if config.engine.type not in SYNC_ENGINES:
             problems.append(f"engine.type: {config.engine.type!r} with cluster.train_workers: 0 (the learner in "
                             "the driver): only the sync engine drives an in-process learner; use "
                             "cluster.train_workers: 1 (or more)")
@@ -301,7 +302,7 @@ class RayExecution(LearnerLineMixin, InferenceServersMixin, WeightSyncMixin, Str
             raise WorkerFailure(f"the data-parallel learners disagree on their initial parameters ({sums})")
         log.info("data-parallel learners: %d ranks over %s", self.world_size, backend)
 
-    def backend(self, members: Sequence[Any] = ()) -> str:
+    def backend(self, members: Sequence[Any]) -> str:
         """The torch.distributed backend of a group of ``members``.
 
         ``cluster.backend`` (or the ``build_policy_group`` override), else :func:`collective_backend` from where
@@ -310,8 +311,8 @@ class RayExecution(LearnerLineMixin, InferenceServersMixin, WeightSyncMixin, Str
         override = getattr(self, "backend_override", "auto")
         cc = self.config.cluster
         requested = override if override != "auto" else cc.backend
-        if requested != "auto" or not members:
-            return requested if requested != "auto" else ("nccl" if cc.learner_num_gpus > 0 else "gloo")
+        if requested != "auto":
+            return requested
         if not cc.learner_num_gpus and not cc.rollout_num_gpus:
             return "gloo"  # no GPU anywhere: no need to ask the members
         devices = [str(d) for d in self._get([m.sync_device.remote() for m in members], cc.call_timeout_s,

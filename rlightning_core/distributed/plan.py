@@ -12,7 +12,7 @@ __all__ = ["describe_ray_plan"]
 
 def describe_ray_plan(config: Any, labels: list[str]) -> list[str]:
     """Human-readable lines for the ray-mode parts of ``config`` (``labels``: one per env worker)."""
-    from rlightning_core.distributed.ray_common import learner_line_possible
+    from rlightning_core.distributed.ray_common import SYNC_ENGINES, learner_line_possible
 
     c = config.cluster
     gpus = c.learner_num_gpus > 0 or c.rollout_num_gpus > 0
@@ -53,7 +53,7 @@ def describe_ray_plan(config: Any, labels: list[str]) -> list[str]:
         lines.append("collect calls: " + ("over a Unix socket to the env runners on the driver's node, Ray calls to "
                                           "any other (cluster.local_channel)" if c.local_channel else
                                           "Ray calls (cluster.local_channel: false)"))
-    elif learner_line_possible(c) and config.engine.type in ("sync", "rlightning:sync"):
+    elif learner_line_possible(c) and config.engine.type in SYNC_ENGINES:
         lines.append("collect calls: the learner actor asks the env runners on its node over a Unix socket and "
                      "learns in the same call, one Ray call per iteration from the driver (cluster.local_channel; "
                      "when every runner is on the learner's node and the weights are at most 1 MiB; else Ray calls)")

@@ -9,8 +9,12 @@ import numpy as np
 from rlightning_core.config.schema import MainConfig
 from rlightning_core.errors import RlightningError
 
-__all__ = ["REPLY_SYNC_MAX_BYTES", "PackedWeights", "RayExecutionState", "WorkerFailure", "collective_backend",
-           "learner_line_possible", "mean_metrics", "pack_weights", "strip_private", "unpack_weights"]
+__all__ = ["REPLY_SYNC_MAX_BYTES", "SYNC_ENGINES", "PackedWeights", "RayExecutionState", "WorkerFailure",
+           "collective_backend", "learner_line_possible", "mean_metrics", "pack_weights", "strip_private",
+           "unpack_weights"]
+
+#: ``engine.type`` values naming the synchronous on-policy engine (the in-driver learner and the line need it).
+SYNC_ENGINES = ("sync", "rlightning:sync")
 
 #: ``weight_sync: auto`` on CPU learners: weights up to this size ride the learner's reply (no collective).
 REPLY_SYNC_MAX_BYTES = 1 << 20
