@@ -192,6 +192,12 @@ class ClusterConfig:
     (``train_workers: 0``) the driver sends them; with one learner actor whose small CPU policy's weights ride
     inline (``weight_sync: auto``, env-runner topology, sync engine) the learner drives each iteration, one Ray
     call from the driver. ``false``: Ray calls only."""
+    early_rollout: bool = True
+    """The first rollout does not wait for the learner actor to start (a fresh Ray worker importing torch, 2-3 s
+    on a laptop): a short-lived helper process, started before ``ray.init``, builds the same learner (class,
+    plugins, seed) and hands its initial weights to the env runners; the learner actor adopts them bit for bit
+    and learns from the first chunks. Only where the weights ride inline (one CPU learner actor, ``weight_sync:
+    auto``, env-runner topology, sync engine); ``false``: the runners wait for the learner."""
     close_timeout_s: float = field(default=30.0, validator=gt(0))
     """How long the env actors get to run their envs' ``close()`` (a simulator's clean shutdown) when the run
     ends or one of them is replaced after an env error, before they are killed."""

@@ -532,12 +532,29 @@ class LearnerActor(LineHost, CollectiveMember):
     """
 
     def __init__(self, policy_cfg: Any, *, selection: Sequence[str], seed: int, num_threads: int = 1,
-                 rank: int = 0, world_size: int = 1, offload: bool = False, plugins: Any = None) -> None:
-        import torch  # the expensive part of start-up, overlapped with the env actors' own
+                 rank: int = 0, world_size: int = 1, offload: bool = False, plugins: Any = None,
+                 background_import: bool = False) -> None:
+        """A learner for ``policy_cfg`` (built by :meth:`build` once the spaces are known).
 
-        torch.set_num_threads(num_threads)
-        # in the driver (cluster.train_workers: 0) the driver's plugin set is passed in; an actor loads its own
-        self.plugins = plugins if plugins is not None else _load_plugins(selection)
+        ``background_import``: import torch on a low-priority thread (``cluster.early_rollout``: the env runners
+        starting meanwhile are on the critical path, this learner is not), else right here.
+        """
+        self.num_threads = num_threads
+        self._starting: Any = None
+        self._start_error: BaseException | None = None
+        if background_import:
+            import threading
+
+            self.plugins: Any = None
+            self._starting = threading.Thread(target=self._start_quietly, args=(selection,), daemon=True,
+                                              name="rlightning-learner-start")
+            self._starting.start()
+        else:
+            import torch  # the expensive part of start-up, overlapped with the env actors' own
+
+            torch.set_num_threads(num_threads)
+            # in the driver (cluster.train_workers: 0) the driver's plugin set is passed in; an actor loads its own
+            self.plugins = plugins if plugins is not None else _load_plugins(selection)
         self.policy_cfg, self.seed = policy_cfg, seed
         self.rank, self.world_size = rank, world_size
         self.policy: Any = None
@@ -547,12 +564,34 @@ class LearnerActor(LineHost, CollectiveMember):
         self.offload = offload
         self.offloaded = False
 
+    def _start_quietly(self, selection: Sequence[str]) -> None:
+        """``background_import``: torch and the plugins, on a thread at niceness 10 (Linux; elsewhere as is)."""
+        import contextlib
+        import threading
+
+        with contextlib.suppress(Exception):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+        try:
+            import torch  # noqa: F401
+
+            self.plugins = _load_plugins(selection)
+        except BaseException as exc:  # raised by build()
+            self._start_error = exc
+
     def build(self, observation_space: Any, action_space: Any) -> dict[str, Any]:
         """Build the learner policy once the env spaces are known; returns its extras spec."""
+        if self._starting is not None:
+            self._starting.join()
+            self._starting = None
+            if self._start_error is not None:
+                raise self._start_error
+        import torch
+
         from rlightning_core.policy.base import PolicyRole
         from rlightning_core.policy.group import resolve_device
         from rlightning_core.policy.lazy_dynamo import dynamo_import_deferred
 
+        torch.set_num_threads(self.num_threads)
         cfg = self.policy_cfg
         with dynamo_import_deferred():  # torch._dynamo stays out: LeanAdam's steps never import it
             self.policy = self.plugins.registry.resolve("policy", cfg.type).build(
@@ -716,6 +755,19 @@ class LearnerActor(LineHost, CollectiveMember):
     def get_weights(self) -> dict[str, np.ndarray]:
         """Numpy copies of the weights (object-store strategy, evaluation, tests)."""
         return self.policy.get_weights()
+
+    def adopt_initial_weights(self, weights: dict[str, np.ndarray]) -> bool:
+        """Take the initial weights the env runners act with (``cluster.early_rollout``).
+
+        A helper process built them with this learner's class, plugins and seed, so they are normally bit for
+        bit its own; returns whether they were (else they are copied in, and the first update stays on-policy).
+        """
+        own = self.policy.get_weights()
+        same = own.keys() == weights.keys() and all(
+            own[k].dtype == weights[k].dtype and np.array_equal(own[k], weights[k]) for k in own)
+        if not same:
+            self.policy.set_weights(weights)
+        return same
 
     def weights_nbytes(self) -> int:
         """Bytes of the weights a sync sends (every tensor of the policy's modules' state dicts)."""

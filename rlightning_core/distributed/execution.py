@@ -17,7 +17,9 @@ from rlightning_core.buffer.base import BufferSpec
 from rlightning_core.config.schema import MainConfig
 from rlightning_core.distributed.channel import ChannelLost, ChannelTimeout, rebuild_error
 from rlightning_core.distributed.cluster import RayCluster
-from rlightning_core.distributed.env_group import RemoteEnvGroup
+from rlightning_core.distributed.early_start import EarlyRolloutMixin
+from rlightning_core.distributed.env_group import RemoteEnvGroup, remote_class
+from rlightning_core.distributed.in_process import check_in_process
 from rlightning_core.distributed.inference_servers import InferenceServersMixin
 from rlightning_core.distributed.learner_line import LearnerLineMixin
 from rlightning_core.distributed.placement import PlacementPlan
@@ -64,7 +66,7 @@ def check_resources(config: MainConfig, available: dict[str, float]) -> None:
         raise ConfigError(problems)
 
 
-class RayExecution(LearnerLineMixin, InferenceServersMixin, WeightSyncMixin, StreamingMixin):
+class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, WeightSyncMixin, StreamingMixin):
     """Same interface as :class:`~rlightning_core.engine.execution.LocalExecution`, on a Ray cluster."""
 
     mode = "ray"
@@ -98,7 +100,7 @@ class RayExecution(LearnerLineMixin, InferenceServersMixin, WeightSyncMixin, Str
                                    f"{cc.train_workers} (data-parallel learners read a learner-side buffer); "
                                    "use one or the other"])
         if cc.train_workers == 0:
-            self._check_in_process(config)
+            check_in_process(config)
         self.strategy = "broadcast" if cc.weight_sync == "auto" else cc.weight_sync
         if self.strategy == "local":
             raise ConfigError(["cluster.weight_sync: 'local' copies weights inside one process; in ray mode "
@@ -112,6 +114,8 @@ class RayExecution(LearnerLineMixin, InferenceServersMixin, WeightSyncMixin, Str
         self.ray = ray
         # Ray was started by whoever came first: this execution, or the env group the builders made before it
         started_by_group = getattr(getattr(env_group, "cluster_handle", None), "init_s", 0.0)
+        # it builds the initial weights while Ray starts (cluster.early_rollout)
+        helper = self._take_helper([self.cluster, getattr(env_group, "cluster_handle", None)])
         self.startup["ray_init_s"] = self.cluster.init_s or started_by_group
         check_resources(config, ray.cluster_resources())
         # env actors (reuse a RemoteEnvGroup the caller built, else build one from the config)
@@ -129,8 +133,7 @@ class RayExecution(LearnerLineMixin, InferenceServersMixin, WeightSyncMixin, Str
         self.world_size = max(cc.train_workers, 1)
         # a learner that may drive the runners over its line takes the driver's calls on a thread of its own
         line_possible = learner_line_possible(cc) and config.engine.type in SYNC_ENGINES
-        groups: dict[str, Any] = {"concurrency_groups": {"channel": 1}} if line_possible else {}
-        learner_cls: Any = ray.remote(**groups)(LearnerActor) if groups else ray.remote(LearnerActor)
+        learner_cls = remote_class(ray, LearnerActor, {"channel": 1} if line_possible else {})
         plan = self.env_group.plan
         self.in_process = cc.train_workers == 0  # the learner lives in this (the driver's) process
         if self.in_process:
@@ -140,12 +143,14 @@ class RayExecution(LearnerLineMixin, InferenceServersMixin, WeightSyncMixin, Str
                 self.policy_cfg, selection=self.selection, seed=derive_seed(config.seed, 3, 0),
                 num_threads=self.policy_cfg.num_threads, plugins=plugins))]
         else:
+            if helper is not None:  # the first rollout waits for the env actors, not the learner: they start first
+                self.env_group.observation_space  # noqa: B018 (waits for the env actors)
             self.learners = [learner_cls.options(
                 num_cpus=cc.learner_num_cpus, num_gpus=cc.learner_num_gpus, name=f"policy-train-{ptype}-{r}",
                 max_concurrency=1, **plan.options(plan.learner_bundle_of(r)),
             ).remote(self.policy_cfg, selection=self.selection, seed=derive_seed(config.seed, 3, r),
                      num_threads=self.policy_cfg.num_threads, rank=r, world_size=self.world_size,
-                     offload=cc.offload) for r in range(self.world_size)]
+                     offload=cc.offload, background_import=helper is not None) for r in range(self.world_size)]
         self.learner: Any = self.learners[0]  # rank 0: weight-sync source, checkpointed state, evaluation
         self.seeds = SeedLedger()  # every worker's seed by (group, rank, restart), into RUN_DIR/seeds.jsonl
         for r in range(self.world_size):
@@ -162,13 +167,17 @@ class RayExecution(LearnerLineMixin, InferenceServersMixin, WeightSyncMixin, Str
             prebuild = [a.build_rollout_policy.remote(self.policy_cfg, policy_seed=self._policy_seed(w),
                                                       light=self._light)
                         for w, a in enumerate(self.env_group.actors)]
-        extras = self._get([ln.build.remote(self.observation_space, self.action_space) for ln in self.learners],
-                           cc.actor_start_timeout_s, "start the learner")[0]
         bname = buffer.spec.qualified_name if hasattr(buffer, "spec") else config.buffer.type
         bparams = buffer.params if hasattr(buffer, "params") else config.buffer.params
-        self.needs_next_obs = self._get(
-            [ln.bind_buffer.remote(bname, bparams, self._shard_spec(r, rollout_steps, extras))
-             for r, ln in enumerate(self.learners)], cc.actor_start_timeout_s, "allocate the buffer")[0]
+        extras: Any = None if helper is None else self._early_learner(  # the learner then starts in the background
+            helper, (bname, bparams), lambda ex: self._shard_spec(0, rollout_steps, ex))
+        early = extras is not None
+        if not early:
+            extras = self._get([ln.build.remote(self.observation_space, self.action_space) for ln in self.learners],
+                               cc.actor_start_timeout_s, "start the learner")[0]
+            self.needs_next_obs = self._get(
+                [ln.bind_buffer.remote(bname, bparams, self._shard_spec(r, rollout_steps, extras))
+                 for r, ln in enumerate(self.learners)], cc.actor_start_timeout_s, "allocate the buffer")[0]
         self.startup["learner_s"] = clock() - t2
         self._buffer_args = (bname, bparams, rollout_steps, extras)
         if self.world_size > 1:
@@ -178,7 +187,7 @@ class RayExecution(LearnerLineMixin, InferenceServersMixin, WeightSyncMixin, Str
         # how weights travel decides the rollout copies: numpy ones need no torch in the runner
         self.version = 0
         self._sync_info: dict[str, float] = {}
-        self._reply_weights = self._small_cpu_policy()
+        self._reply_weights = early or self._small_cpu_policy()
         if self._reply_weights or self.in_process:  # weights ride the learn reply (and first sync, re-syncs,
             self.strategy = "object_store"          # an in-driver learner's big weights: the object store)
         self._light = self._light and self.strategy == "object_store"
@@ -205,14 +214,9 @@ class RayExecution(LearnerLineMixin, InferenceServersMixin, WeightSyncMixin, Str
         self._line_result: dict[str, Any] | None = None
         self._learner_hub: Any = None  # the driver's own line to the learner, when it is on the driver's node
         self._line_dir = ""  # the learner's socket directory
-        if self._reply_weights and line_possible:
-            opened = self._get(self.learner.open_line.remote(), cc.actor_start_timeout_s, "open the learner's line")
-            if opened is None:
-                log.warning("cluster.local_channel: no Unix socket for the learner's line; env runners take Ray "
-                            "calls")
-            else:
-                self._line_node, self._line_dir = opened
-                self._connect_learner(self._line_dir)
+        self._line_possible = self._reply_weights and line_possible
+        if self._line_possible and not early:  # else once the learner has started (_learner_started)
+            self._open_line()
         for w, actor in enumerate(self.env_group.actors):
             self._setup_runner(w, actor)
         self._get([*prebuild, *(a.weight_version.remote() for a in self.env_group.actors)],
@@ -248,31 +252,6 @@ class RayExecution(LearnerLineMixin, InferenceServersMixin, WeightSyncMixin, Str
         log.info("ray startup: %s", ", ".join(f"{k[:-2]} {v:.2f}s" for k, v in self.startup.items()))
 
     # -- helpers -----------------------------------------------------------------------------------------
-    @staticmethod
-    def _check_in_process(config: MainConfig) -> None:
-        """``cluster.train_workers: 0`` (the learner in the driver): refuse what needs a learner actor."""
-        cc, problems = config.cluster, []
-        if config.engine.type not in SYNC_ENGINES:
-            problems.append(f"engine.type: {config.engine.type!r} with cluster.train_workers: 0 (the learner in "
-                            "the driver): only the sync engine drives an in-process learner; use "
-                            "cluster.train_workers: 1 (or more)")
-        if cc.weight_sync not in ("auto", "object_store"):
-            problems.append(f"cluster.weight_sync: {cc.weight_sync!r} needs a learner actor in the weight-sync "
-                            "group; with cluster.train_workers: 0 use auto or object_store")
-        if cc.placement != "default":
-            problems.append(f"cluster.placement: {cc.placement!r} places a learner actor; with "
-                            "cluster.train_workers: 0 the learner is the driver, so use default")
-        for key, on in (("cluster.sharded_buffer", cc.sharded_buffer), ("cluster.offload", cc.offload),
-                        ("cluster.topology: inference_server", cc.topology == "inference_server")):
-            if on:
-                problems.append(f"{key}: not available with cluster.train_workers: 0 (the learner in the "
-                                "driver); use cluster.train_workers: 1")
-        if config.policy.device not in ("cpu", "auto"):
-            problems.append(f"policy.device: {config.policy.device!r}: with cluster.train_workers: 0 the learner "
-                            "runs in the driver on CPU; give it an actor (cluster.train_workers: 1) for a GPU")
-        if problems:
-            raise ConfigError(problems)
-
     def _get(self, refs: Any, timeout: float, what: str) -> Any:
         try:
             return self.ray.get(refs, timeout=timeout)
@@ -664,6 +643,7 @@ class RayExecution(LearnerLineMixin, InferenceServersMixin, WeightSyncMixin, Str
 
     def learn(self, progress: float) -> dict[str, float]:
         """The learner stores the chunks (resolved from the object store by Ray) and updates."""
+        self._learner_started()
         chunks, self._pending_chunks = self._pending_chunks, []
         chained, self._chained = getattr(self, "_chained", None), None
         line, self._line_result = getattr(self, "_line_result", None), None
@@ -710,6 +690,7 @@ class RayExecution(LearnerLineMixin, InferenceServersMixin, WeightSyncMixin, Str
                                            device=resolve_device(self.policy_cfg.rollout_device),
                                            seed=derive_seed(self.config.seed, 4, 999))
         if self._eval_version != self.version:
+            self._learner_started()
             weights = self._get(self.learner.get_weights.remote(), self.config.cluster.call_timeout_s,
                                 "fetch weights for evaluation")
             self._eval_policy.set_weights(weights, self.version)
@@ -719,6 +700,7 @@ class RayExecution(LearnerLineMixin, InferenceServersMixin, WeightSyncMixin, Str
     def state_dict(self) -> dict[str, Any]:
         """Learner + buffer (from the learner actor), merged preprocessors, env runners, weight version."""
         timeout = self.config.cluster.call_timeout_s
+        self._learner_started()
         remote = self._get(self.learner.state_dict.remote(), timeout, "fetch the learner state")
         buffer = remote["buffer"]
         if self.world_size > 1:  # rank 0 writes the learner; every rank's buffer shard is kept
@@ -732,6 +714,7 @@ class RayExecution(LearnerLineMixin, InferenceServersMixin, WeightSyncMixin, Str
     def load_state_dict(self, state: dict[str, Any]) -> list[bool]:
         """Restore; a different number of env workers than at save time resets the envs instead."""
         timeout = self.config.cluster.call_timeout_s
+        self._learner_started()
         buffer = state["buffer"]
         shards = buffer["shards"] if isinstance(buffer, dict) and "shards" in buffer else [buffer]
         if len(shards) != self.world_size:

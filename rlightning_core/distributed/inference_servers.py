@@ -51,6 +51,7 @@ class InferenceServersMixin(RayExecutionState):
         log.info("inference servers: %d, env workers routed %s", len(self.servers), self.routes)
 
     def _create_server(self, j: int) -> Any:
+        from rlightning_core.distributed.env_group import remote_class
         from rlightning_core.distributed.inference import InferenceServerActor
 
         cc = self.config.cluster
@@ -58,7 +59,7 @@ class InferenceServersMixin(RayExecutionState):
         seed = derive_seed(self.config.seed, 4, 1000 + j, k) if k else derive_seed(self.config.seed, 4, 1000 + j)
         halves = [sum(1 for s, h in self.routes if s == j and h == half) for half in (0, 1)]
         ptype = self.policy_cfg.type.replace(":", "-")
-        server: Any = self.ray.remote(InferenceServerActor).options(
+        server: Any = remote_class(self.ray, InferenceServerActor, {}).options(
             num_cpus=cc.rollout_num_cpus, num_gpus=cc.rollout_num_gpus, name=f"policy-eval-{ptype}-{j}-r{k}",
             max_concurrency=64,
         ).remote(self.policy_cfg, selection=self.selection, seed=seed, observation_space=self.observation_space,

@@ -146,6 +146,8 @@ class LearnerLineMixin(RayExecutionState):
 
         def _learner_failed(self, exc: BaseException) -> WorkerFailure: ...
 
+        def _get(self, refs: Any, timeout: float, what: str) -> Any: ...
+
         def _finish_sync(self, *, ignore_errors: bool = False) -> None: ...
 
         def _settle_runner_calls(self, indices: Any) -> None: ...
@@ -155,6 +157,16 @@ class LearnerLineMixin(RayExecutionState):
     def _line_covers_all(self) -> bool:
         """Whether the learner actor can drive this iteration: every env runner is on its line."""
         return self._line_node is not None and len(self._line_members) == len(self.env_group.actors)
+
+    def _open_line(self) -> None:
+        """Have the learner actor open its line, and connect the driver to it when it is on this node."""
+        opened = self._get(self.learner.open_line.remote(), self.config.cluster.actor_start_timeout_s,
+                           "open the learner's line")
+        if opened is None:
+            log.warning("cluster.local_channel: no Unix socket for the learner's line; env runners take Ray calls")
+            return
+        self._line_node, self._line_dir = opened
+        self._connect_learner(self._line_dir)
 
     def _connect_learner(self, line_dir: str) -> None:
         """The driver's line to a learner actor on its node: each iteration's call then skips Ray, too.

@@ -12,6 +12,7 @@ __all__ = ["describe_ray_plan"]
 
 def describe_ray_plan(config: Any, labels: list[str]) -> list[str]:
     """Human-readable lines for the ray-mode parts of ``config`` (``labels``: one per env worker)."""
+    from rlightning_core.distributed.early_start import early_rollout_possible
     from rlightning_core.distributed.ray_common import SYNC_ENGINES, learner_line_possible
 
     c = config.cluster
@@ -59,6 +60,10 @@ def describe_ray_plan(config: Any, labels: list[str]) -> list[str]:
                      "when every runner is on the learner's node and the weights are at most 1 MiB; else Ray calls)")
     else:
         lines.append("collect calls: Ray calls")
+    if early_rollout_possible(config):
+        lines.append("first rollout: with initial weights a helper process builds while Ray starts; the learner "
+                     "actor starts after the env actors and adopts them (cluster.early_rollout; when Ray is started "
+                     "or joined by this run and the weights are at most 1 MiB)")
     if c.sharded_buffer:
         lines.append("buffer: sharded, one shard in each env-runner actor (on-policy: gathered before learning; "
                      "off-policy: sampled in proportion to shard sizes)")

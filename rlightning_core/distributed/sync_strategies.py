@@ -205,8 +205,9 @@ class WeightSyncMixin(RayExecutionState):
             metrics = self._stage(self.version, blocking=self._blocking_sync)
         elif self.strategy == "node_shared":
             metrics = self._shared_sync(self.version)
-        else:
-            ref = self.learner.get_weights.remote()
+        else:  # the first sync may send a helper's initial weights (cluster.early_rollout)
+            initial, self._initial_weights = getattr(self, "_initial_weights", None), None
+            ref = initial if initial is not None else self.learner.get_weights.remote()
             refs = [a.set_weights.remote(ref, self.version) for a in self.rollout_actors]
             if queued:
                 self._sync_refs += refs
