@@ -6,7 +6,8 @@
    mode with the same 8 envs. Target: >= 1.0. Beside it (report only): the inference-server topology, the
    same 2 env actors asking 1 batching rollout actor every step.
 3. Startup: wall time from building the run to the first collected chunk in ray mode, against `ray.init`
-   alone, each in a fresh interpreter (alternating, medians). Target: <= ray.init + 1 s.
+   alone, each in a fresh interpreter (alternating, medians). Target: <= ray.init + 1 s. With a learner actor
+   each round also times a run that waits for it (``cluster.early_rollout: false``) as the in-run reference.
 4. Memory: PSS of the driver and every Ray process of a ray-mode CartPole run with 2 env workers, at the first
    chunk and after two training iterations.
    Target: <= 1.0 GiB in all.
@@ -130,21 +131,28 @@ def startup(tmp: Path, repeats: int = 1, train_workers: int = 1) -> None:
     import json
     import subprocess
 
+    # with a learner actor, each round also starts a run that waits for it (cluster.early_rollout: false)
+    parts = ["init", "first"] + (["waiting"] if train_workers == 1 else [])
     print(f"\n3. startup: ray.init alone vs build + first chunk in ray mode, cluster.train_workers={train_workers} "
-          f"(alternating, {repeats}x, fresh processes, medians)")
+          f"(alternating {', '.join(parts)}, {repeats}x, fresh processes, medians)")
     ray.shutdown()
     byte_compile_sources()
-    inits, firsts, afters = [], [], []
+    inits, firsts, afters, waits = [], [], [], []
     child: dict = {}
     for i in range(repeats):
         runs = {}
-        for part in ("init", "first"):
+        for part in parts:
             out = subprocess.run([sys.executable, __file__, "--child", part, "--train-workers", str(train_workers),
-                                  "--memory", str(int(i == repeats - 1))], capture_output=True, text=True,
-                                 timeout=900, cwd=ROOT)
+                                  "--memory", str(int(i == repeats - 1 and part == "first"))], capture_output=True,
+                                 text=True, timeout=900, cwd=ROOT)
             if out.returncode:
                 raise RuntimeError(f"startup child {part} failed:\n{out.stderr[-3000:]}")
             runs[part] = json.loads(out.stdout.strip().splitlines()[-1])
+        if "waiting" in runs:
+            w = runs["waiting"]
+            waits.append(w["first_s"] - w["own_init_s"])
+            print(f"  run {i + 1}, cluster.early_rollout=false: build + first chunk {w['first_s']:.2f}s "
+                  f"(its own ray.init {w['own_init_s']:.2f}s, after it {waits[-1]:.2f}s)")
         child = runs["first"]
         inits.append(runs["init"]["init_s"])
         firsts.append(child["first_s"])
@@ -158,6 +166,10 @@ def startup(tmp: Path, repeats: int = 1, train_workers: int = 1) -> None:
     print(f"  median: ray.init {init_s:.2f}s   build + first chunk {first:.2f}s   overhead {first - init_s:+.2f}s "
           f"(target <= +1.0s: {'PASS' if first - init_s <= 1.0 else 'FAIL'}); after the run's own ray.init "
           f"{after:+.2f}s ({'PASS' if after <= 1.0 else 'FAIL'})")
+    if waits:
+        wait = sorted(waits)[len(waits) // 2]
+        print(f"  reference, same rounds: waiting for the learner actor (cluster.early_rollout=false) {wait:.2f}s "
+              f"after its own ray.init; early rollout / waiting = {after / wait:.2f}")
     print("\n4. memory: PSS of the driver + its Ray processes with 2 env workers (target <= 1024 MiB), last run")
     report_pss("at the first chunk", child["pss_first"], child["cpu_first"])
     report_pss("after two learn + sync iterations (steady state)", child["pss_steady"], child["cpu_steady"])
@@ -192,7 +204,7 @@ def startup_child(part: str, train_workers: int, memory: bool) -> None:
         ray.shutdown()
         return
     config = cartpole("cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", "cluster.num_cpus=4",
-                      f"cluster.train_workers={train_workers}")
+                      f"cluster.train_workers={train_workers}", f"cluster.early_rollout={part != 'waiting'}")
     cpu0 = time.process_time()
     t0 = time.perf_counter()
     engine = build(config)
@@ -283,7 +295,7 @@ def main() -> None:
     parser.add_argument("--startup-repeats", type=int, default=3, help="alternating startup measurements")
     parser.add_argument("--train-workers", type=int, default=1,
                         help="startup and memory: learner actors (0: the learner in the driver)")
-    parser.add_argument("--child", choices=["init", "first"], help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=["init", "first", "waiting"], help=argparse.SUPPRESS)
     parser.add_argument("--memory", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:

@@ -215,8 +215,8 @@ class EarlyRolloutMixin(RayExecutionState):
                 raise HelperFailed(f"{nbytes} bytes of weights do not ride inline")
             weights = helper.call("get_weights", timeout=timeout)
         except HelperFailed as exc:
-            log.warning("cluster.early_rollout: the helper could not stand in for the learner (%s); the first "
-                     "rollout waits for it", exc)
+            log.info("cluster.early_rollout: the helper could not stand in for the learner (%s); the first rollout "
+                     "waits for it", exc)
             return None
         finally:
             helper.close()
@@ -276,7 +276,7 @@ def _serve() -> None:
     out = os.dup(1)
     os.dup2(2, 1)  # a plugin's print goes to stderr, not into the replies
     with contextlib.suppress(OSError):
-        os.nice(10)  # it runs while ray.init starts Ray's daemons: leave them the CPU they need
+        os.nice(19)  # it runs while ray.init starts Ray's daemons: it takes only the CPU they leave idle
     learner: Any = None
     failure = ""
     try:  # while ray.init runs; the learner's arguments come later
