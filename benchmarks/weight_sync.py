@@ -23,7 +23,7 @@ import numpy as np
 import ray
 import torch
 
-from rlightning_core.distributed.actors import CollectiveMember
+from rlightning_core.distributed.collective_member import CollectiveMember
 
 
 class FlatModule(torch.nn.Module):

@@ -78,8 +78,12 @@ def _send(fd: int, obj: Any) -> None:
         view = view[os.write(fd, view):]
 
 
-def _recv(fd: int, deadline: float | None = None) -> Any:
-    """One message from ``fd``; ``EOFError`` when the other side closed, ``TimeoutError`` past ``deadline``."""
+def _recv(fd: int, deadline: float | None = None, loads: Any = None) -> Any:
+    """One message from ``fd``; ``EOFError`` when the other side closed, ``TimeoutError`` past ``deadline``.
+
+    ``loads`` reads it (the driver: :func:`_load_reply`, data only); the helper reads its parent's messages
+    (the policy config, the env spaces) with pickle, as a spawned multiprocessing child does.
+    """
     def exact(n: int) -> bytes:
         parts, left = [], n
         while left:
@@ -95,7 +99,26 @@ def _recv(fd: int, deadline: float | None = None) -> Any:
         return b"".join(parts)
 
     (size,) = _HEADER.unpack(exact(_HEADER.size))
-    return pickle.loads(exact(size))  # this process's own parent or child, over a private pipe
+    payload = exact(size)
+    return loads(payload) if loads is not None else pickle.loads(payload)  # from this process's parent
+
+
+def _load_reply(payload: bytes) -> Any:
+    """A helper's reply: plain data, numpy arrays, dtypes and scalar types (an extras spec's), nothing else."""
+    import io
+
+    import numpy as np
+
+    from rlightning_core.distributed.channel import _DataUnpickler
+
+    class ReplyUnpickler(_DataUnpickler):
+        def find_class(self, module: str, name: str) -> Any:
+            if module == "numpy" and isinstance(getattr(np, name, None), type) and issubclass(getattr(np, name),
+                                                                                          np.generic):
+                return getattr(np, name)
+            return super().find_class(module, name)
+
+    return ReplyUnpickler(io.BytesIO(payload)).load()
 
 
 class LearnerHelper:
@@ -129,7 +152,7 @@ class LearnerHelper:
             raise HelperFailed("the helper is closed")
         try:
             _send(self._in, (method, args))
-            status, value = _recv(self._out, time.monotonic() + timeout)
+            status, value = _recv(self._out, time.monotonic() + timeout, _load_reply)
         except TimeoutError:
             raise HelperFailed(f"no answer to {method} within {timeout:.0f}s") from None
         except (OSError, EOFError, pickle.PickleError, TypeError, AttributeError, ValueError) as exc:

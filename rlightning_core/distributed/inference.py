@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from rlightning_core.distributed.actors import CollectiveMember, _load_plugins
+from rlightning_core.distributed.collective_member import CollectiveMember
+from rlightning_core.distributed.collective_member import load_plugins as _load_plugins
 from rlightning_core.distributed.inference_routes import route
 from rlightning_core.policy.base import BasePolicy, PolicyOutput
 

@@ -109,6 +109,21 @@ def test_a_helper_whose_learner_cannot_be_built_says_why():
         helper.close()
 
 
+def test_the_driver_reads_only_data_from_the_helper():
+    import pickle
+
+    from rlightning_core.distributed.early_start import _load_reply
+
+    status, value = _load_reply(pickle.dumps(("ok", {"w": np.arange(3, dtype=np.float32),
+                                                     "spec": {"log_prob": ((), np.float32)},
+                                                     "dtype": np.dtype("int64")})))
+    assert status == "ok" and value["spec"]["log_prob"][1] is np.float32
+    assert np.array_equal(value["w"], [0, 1, 2]) and value["dtype"] == np.int64
+    for hostile in (os.system, subprocess.Popen, np.load):
+        with pytest.raises(pickle.UnpicklingError):
+            _load_reply(pickle.dumps(hostile))
+
+
 def test_a_learner_adopts_other_initial_weights_and_says_whether_they_differed():
     from rlightning_core.distributed.actors import LearnerActor
     from rlightning_core.plugins import get_plugins
