@@ -29,12 +29,15 @@ from typing import TYPE_CHECKING, Any
 from rlightning_core.config.schema import MainConfig
 from rlightning_core.distributed.ray_common import SYNC_ENGINES, RayExecutionState
 
-__all__ = ["EarlyRolloutMixin", "HelperFailed", "LearnerHelper", "early_rollout_possible", "start_helper"]
+__all__ = ["IDLE_EXIT_S", "EarlyRolloutMixin", "HelperFailed", "LearnerHelper", "early_rollout_possible",
+           "start_helper"]
 
 log = logging.getLogger("rlightning")
 
 _HEADER = struct.Struct("!Q")
-_IDLE_EXIT_S = 300.0  # a helper no run takes within this long exits
+#: A helper left waiting this long for its next message exits: no run took it (a RemoteEnvGroup used on its own),
+#: or the run failed before closing it.
+IDLE_EXIT_S = 300.0
 
 
 class HelperFailed(RuntimeError):
@@ -127,10 +130,10 @@ class LearnerHelper:
     The process imports torch at once; :meth:`start_learner` then gives it the learner's arguments.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, idle_exit_s: float = IDLE_EXIT_S) -> None:
         env = dict(os.environ, CUDA_VISIBLE_DEVICES="")  # like a learner actor that reserves no GPU
         self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
-            [sys.executable, "-m", "rlightning_core.distributed.early_start"], stdin=subprocess.PIPE,
+            [sys.executable, "-m", "rlightning_core.distributed.early_start", str(idle_exit_s)], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, close_fds=True)
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._in, self._out = self.proc.stdin.fileno(), self.proc.stdout.fileno()
@@ -294,7 +297,7 @@ class EarlyRolloutMixin(RayExecutionState):
         def _attach_channel(self, w: int, actor: Any) -> None: ...
 
 
-def _serve() -> None:
+def _serve(idle_exit_s: float) -> None:
     """The helper's side: build a :class:`LearnerActor` and answer method calls until stdin closes."""
     out = os.dup(1)
     os.dup2(2, 1)  # a plugin's print goes to stderr, not into the replies
@@ -308,8 +311,8 @@ def _serve() -> None:
         from rlightning_core.distributed.actors import LearnerActor
     except BaseException:
         failure = traceback.format_exc(limit=5)
-    try:  # no run came for it (say a RemoteEnvGroup used on its own): it leaves, and its memory with it
-        kwargs = _recv(0, time.monotonic() + _IDLE_EXIT_S)
+    try:  # no run came for it: it leaves, and its memory with it
+        kwargs = _recv(0, time.monotonic() + idle_exit_s)
     except (EOFError, TimeoutError):
         os._exit(0)
     try:
@@ -335,8 +338,8 @@ def _serve() -> None:
         failure = traceback.format_exc(limit=5)
     while True:
         try:
-            method, args = _recv(0)
-        except EOFError:
+            method, args = _recv(0, time.monotonic() + idle_exit_s)
+        except (EOFError, TimeoutError):
             break
         try:
             if failure:
@@ -350,4 +353,4 @@ def _serve() -> None:
 
 
 if __name__ == "__main__":
-    _serve()
+    _serve(float(sys.argv[1]) if len(sys.argv) > 1 else IDLE_EXIT_S)

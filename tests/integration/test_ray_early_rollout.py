@@ -109,6 +109,20 @@ def test_a_helper_whose_learner_cannot_be_built_says_why():
         helper.close()
 
 
+def test_a_helper_left_waiting_exits_on_its_own():
+    """Nobody closes it (a run failed before taking it): it exits after ``idle_exit_s`` without a message."""
+    from rlightning_core.plugins import get_plugins
+
+    idle = LearnerHelper(idle_exit_s=1.0)  # never given the learner's arguments
+    started = LearnerHelper(idle_exit_s=1.0)  # given them, then never called
+    started.start_learner(_config().policy, selection=get_plugins().selection(), seed=1, num_threads=1)
+    pids = {idle.proc.pid, started.proc.pid}
+    assert pids <= _helper_pids()
+    assert not _wait_gone(pids, timeout=60.0)  # (each first imports torch: seconds on a loaded machine)
+    for helper in (idle, started):
+        helper.close()
+
+
 def test_the_driver_reads_only_data_from_the_helper():
     import pickle
 
