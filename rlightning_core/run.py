@@ -39,8 +39,10 @@ RESUMABLE_CHANGES = ("engine.total_steps", "engine.time_limit_s", "engine.target
                      "engine.eval_every", "engine.eval_episodes", "logging", "checkpoint", "run_dir", "name",
                      "policy.nan_policy", "cluster.max_restarts", "cluster.call_timeout_s",
                      "cluster.actor_start_timeout_s", "cluster.close_timeout_s",
-                     "cluster.local_channel",
-                     # where and with how many workers a run trains (scaling a resumed run out or in)
+                     "cluster.local_channel", "cluster.early_rollout",
+                     # where and with how many workers a run trains (scaling a resumed run out or in, or moving a
+                     # run between one process and a Ray cluster: both write the same state layout)
+                     "cluster.mode", "cluster.topology", "cluster.weight_sync", "cluster.offload",
                      "cluster.address", "cluster.num_cpus", "cluster.num_gpus", "cluster.dashboard",
                      "cluster.train_workers", "cluster.eval_workers", "cluster.placement", "cluster.bundles",
                      "cluster.learner_bundle", "cluster.learner_num_cpus", "cluster.learner_num_gpus",

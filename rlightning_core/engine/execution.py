@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 import time
 from typing import Any
 
@@ -14,6 +15,8 @@ from rlightning_core.buffer.base import BufferSpec, Chunk, DataBuffer
 from rlightning_core.config.schema import MainConfig
 from rlightning_core.env.runner import EnvRunner, RolloutStats
 from rlightning_core.env.seeding import derive_seed
+
+log = logging.getLogger("rlightning")
 
 __all__ = ["LocalExecution", "build_preprocessors"]
 
@@ -137,7 +140,15 @@ class LocalExecution:
         self.policy_group.load_state_dict(state["policy"])
         for p, s in zip(self.preprocessors, state["preprocessors"], strict=True):
             p.load_state_dict(s)
-        self.buffer.load_state_dict(state["buffer"])
+        buffer = state["buffer"]  # a Ray run's: one learner's, {"shards": [...]} of several, {} of a sharded one
+        shards = buffer["shards"] if isinstance(buffer, dict) and "shards" in buffer else [buffer]
+        if len(shards) > 1:
+            log.warning("the checkpoint holds %d learners' buffer shards for one learner: learning resumes with an "
+                        "empty buffer", len(shards))
+        elif shards[0]:
+            self.buffer.load_state_dict(shards[0])
+        else:  # nothing was saved (a sharded buffer's contents stay with the env workers)
+            log.info("the checkpoint holds no buffer contents: learning resumes with an empty buffer")
         saved = state["runners"]
         if len(saved) != len(self.runners):
             return [False] * len(self.runners)

@@ -127,6 +127,26 @@ def test_resume_reproduces_an_uninterrupted_run(tmp_path, build_run):
 
 
 @needs_plugins
+def test_one_process_resumes_the_buffer_layouts_a_ray_run_writes(tmp_path, build_run, caplog):
+    """A Ray run's buffer state: one learner's loads; data-parallel shards or a sharded buffer's ``{}`` start empty."""
+    overrides = (*SAC_TINY, "engine.total_steps=256")
+    engine = build_run(example("pendulum_sac", *overrides))
+    engine.run(tmp_path / "run")
+    state = engine.state_dict()
+    saved = state["buffer"]
+    assert len(engine.execution.buffer) > 0
+    for buffer, kept in (({"shards": [saved]}, True), ({"shards": [saved, saved]}, False), ({}, False)):
+        fresh = build_run(example("pendulum_sac", *overrides))
+        caplog.clear()
+        with caplog.at_level("INFO", logger="rlightning"):
+            fresh.load_state_dict({**state, "buffer": buffer})
+        assert len(fresh.execution.buffer) == (len(engine.execution.buffer) if kept else 0)
+        assert kept or "resumes with an empty buffer" in caplog.text
+        fresh.execution.close()
+        fresh.env_group.close()
+
+
+@needs_plugins
 def test_sync_every_k_updates_and_the_metrics(tmp_path, build_run):
     config = example("pendulum_sac", *SAC_TINY, "engine.total_steps=1024", "engine.params.sync_every=100",
                      "logging.log_every=1")

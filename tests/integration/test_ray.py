@@ -163,3 +163,50 @@ def test_a_run_resumes_with_another_number_of_env_workers_and_learners(ray_clust
     assert all(np.array_equal(seen["weights"][k], saved[k]) for k in saved)  # the learner continues exactly
     rows = [json.loads(x) for x in (tmp_path / "run2" / "metrics.jsonl").read_text().splitlines()]
     assert min(r["step"] for r in rows if "step" in r) > 512
+
+
+def _learner_weights_at_load(engine, fetch):
+    """Wrap ``engine.execution.load_state_dict`` to record the learner's weights right after a resume loads."""
+    seen = {}
+    load = engine.execution.load_state_dict
+
+    def load_and_look(state):
+        seen["restored"] = load(state)
+        seen["weights"] = fetch(engine.execution)
+        return seen["restored"]
+
+    engine.execution.load_state_dict = load_and_look
+    return seen
+
+
+def _checkpoint_weights(run_dir):
+    from rlightning_core.checkpoint.manager import CheckpointManager, resolve_checkpoint
+
+    state, _ = CheckpointManager.load(resolve_checkpoint(run_dir))
+    return {f"net.{k}": v.numpy() for k, v in state["policy"]["learner"]["modules"]["net"].items()}
+
+
+def test_a_local_run_resumes_on_ray_and_back(ray_cluster, tmp_path, cartpole_config, build_run):
+    """Prototype locally, scale out with ``cluster.mode=ray`` on resume, and come back: the learner continues."""
+    common = ("env.num_envs=4", "checkpoint.every=0", "checkpoint.at_end=true", "engine.eval_every=0")
+    build_run(cartpole_config(*common, "engine.total_steps=512")).run(tmp_path / "local")
+    saved = _checkpoint_weights(tmp_path / "local")
+
+    on_ray = build_run(cartpole_config(*common, "cluster.mode=ray", "env.num_workers=2", "engine.total_steps=1024"))
+    seen = _learner_weights_at_load(on_ray, lambda ex: ex.ray.get(ex.learner.get_weights.remote()))
+    result = on_ray.run(tmp_path / "ray", resume_from=tmp_path / "local")
+    assert result.env_steps == 1024 and result.stop_reason == "total_steps"
+    assert seen["restored"] == [False, False]  # 2 env actors now, 1 local worker saved: fresh episodes
+    assert saved and seen["weights"].keys() == saved.keys()
+    assert all(np.array_equal(seen["weights"][k], saved[k]) for k in saved)
+    rows = [json.loads(x) for x in (tmp_path / "ray" / "metrics.jsonl").read_text().splitlines()]
+    assert min(r["step"] for r in rows if "step" in r) > 512
+
+    saved = _checkpoint_weights(tmp_path / "ray")
+    assert not all(np.array_equal(seen["weights"][k], saved[k]) for k in saved)  # it learned on Ray
+    back = build_run(cartpole_config(*common, "engine.total_steps=1536"))
+    seen = _learner_weights_at_load(back, lambda ex: ex.policy_group.learner.get_weights())
+    result = back.run(tmp_path / "back", resume_from=tmp_path / "ray")
+    assert result.env_steps == 1536
+    assert seen["restored"] == [False]
+    assert all(np.array_equal(seen["weights"][k], saved[k]) for k in saved)

@@ -456,3 +456,20 @@ def test_flipped_bits_in_tensor_data_are_detected(tmp_path: Path) -> None:
     path.write_bytes(bytes(data))
     with pytest.raises(CheckpointError, match="fails its CRC check"):
         load_checkpoint(path)
+
+
+def test_config_hash_allows_moving_a_run_between_local_and_ray() -> None:
+    """Where a run trains (local or Ray, topology, weight transport) may change on resume; the buffer layout not."""
+    from rlightning_core import load_config
+    from rlightning_core.run import config_hash
+
+    cartpole = Path(__file__).resolve().parents[2] / "examples" / "cartpole_ppo.yaml"
+
+    def digest(*overrides: str) -> str:
+        return config_hash(load_config(cartpole, list(overrides), resolve=False))
+
+    base = digest()
+    assert base == digest("cluster.mode=ray", "cluster.topology=inference_server", "cluster.weight_sync=object_store",
+                          "cluster.early_rollout=false", "cluster.offload=true", "env.num_workers=3")
+    assert base != digest("cluster.sharded_buffer=true")  # shard contents are not checkpointed
+    assert base != digest("policy.params.lr=0.1")
