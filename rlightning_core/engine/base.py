@@ -148,7 +148,7 @@ class BaseEngine(ABC):
                 self.execution.reset(cfg.seed)
             self.evaluator = Evaluator(cfg.env, self.execution.eval_policy(), self.preprocessors,
                                        episodes=cfg.engine.eval_episodes, seed=cfg.seed,
-                                       registry=self.plugins.registry)
+                                       registry=self.plugins.registry, max_restarts=cfg.cluster.max_restarts)
             if cfg.logging.video_every:
                 from rlightning_core.env.seeding import derive_seed
                 from rlightning_core.video import EpisodeVideoRecorder

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -14,6 +16,16 @@ from rlightning_core.preprocess.base import Preprocessor
 from rlightning_core.video import iter_env_frames
 
 __all__ = ["Evaluator"]
+
+log = logging.getLogger("rlightning")
+
+
+class _EvalEnvFailed(Exception):
+    """An eval env worker raised (or hung past ``env.step_timeout_s``) in ``phase``; the cause is chained."""
+
+    def __init__(self, phase: str) -> None:
+        super().__init__(phase)
+        self.phase = phase
 
 
 class Evaluator:
@@ -29,12 +41,18 @@ class Evaluator:
         episodes: episodes per env config.
         seed: run seed; evaluation ``k`` seeds its envs with ``derive_seed(seed, 2, config, k)``.
         max_steps: safety bound on steps per evaluation.
+        max_restarts: eval env workers recreated over the run when they raise or hang (``cluster.max_restarts``,
+            a budget of their own); the failed config's evaluation then runs again from its seed, so the
+            result is the one without the failure. Past it the run stops (:class:`EnvWorkerFailure`).
+            ``None``: no restarts, the env's error propagates.
     """
 
     def __init__(self, env_cfgs: Sequence[EnvConfig], policy: BasePolicy,
                  preprocessors: Sequence[Preprocessor] = (), *, episodes: int = 10, seed: int = 0,
-                 registry: Any = None, max_steps: int = 1_000_000, render_mode: str | None = None) -> None:
+                 registry: Any = None, max_steps: int = 1_000_000, render_mode: str | None = None,
+                 max_restarts: int | None = None) -> None:
         from rlightning_core.env.group import build_env_group
+        from rlightning_core.env.runner import RestartBudget
 
         self.policy = policy
         self.preprocessors = list(preprocessors)
@@ -42,6 +60,9 @@ class Evaluator:
         self.seed = seed
         self.max_steps = max_steps
         self.count = 0
+        self.budget = RestartBudget(max_restarts) if max_restarts is not None else None
+        self.restarts = 0
+        """Eval env workers recreated so far."""
         self.last_lengths: list[int] = []
         """Episode length of every env in the last evaluation."""
         self.frame_sink: Callable[[int, Any], None] | None = None
@@ -59,8 +80,9 @@ class Evaluator:
         metrics: dict[str, float] = {}
         all_returns: list[float] = []
         all_lengths: list[int] = []
-        for c, (worker, label) in enumerate(zip(self.group.workers, self.group.labels, strict=True)):
-            returns, lengths = self._run_worker(worker, derive_seed(self.seed, 2, c, self.count))
+        restarts_before = self.restarts
+        for c, label in enumerate(self.group.labels):
+            returns, lengths = self._evaluate_worker(c, label, derive_seed(self.seed, 2, c, self.count))
             all_returns += returns
             all_lengths += lengths
             if len(self.group.workers) > 1:
@@ -68,11 +90,36 @@ class Evaluator:
         metrics["eval/episode_return_mean"] = float(np.mean(all_returns))
         metrics["eval/episode_return_std"] = float(np.std(all_returns))
         metrics["eval/episode_length_mean"] = float(np.mean(all_lengths))
+        if self.restarts > restarts_before:
+            metrics["eval/env_restarts"] = float(self.restarts - restarts_before)
         return metrics
+
+    def _evaluate_worker(self, index: int, label: str, seed: int) -> tuple[list[float], list[int]]:
+        """:meth:`_run_worker` on worker ``index``, recreating it (within the budget) when its env fails."""
+        while True:
+            worker = self.group.workers[index]
+            try:
+                return self._run_worker(worker, seed)
+            except _EvalEnvFailed as failed:
+                exc = failed.__cause__ or failed
+                if self.group.rebuilders is None or self.budget is None:
+                    raise exc from None
+                who = f"eval env worker {label!r} (env[{index}])"
+                self.budget.take(who, RuntimeError(f"{failed.phase}(): {type(exc).__name__}: {exc}"))
+                self.restarts += 1
+                log.warning("%s failed in %s(): %s: %s; recreating it and evaluating again (restart %d of %d)",
+                            who, failed.phase, type(exc).__name__, exc, self.budget.used, self.budget.max_restarts)
+                kill = getattr(worker, "kill", None)
+                with contextlib.suppress(Exception):  # it failed already; closing may fail too
+                    (kill if callable(kill) else worker.close)()
+                self.group.rebuild(index, self.restarts)
 
     def _run_worker(self, worker: Any, seed: int) -> tuple[list[float], list[int]]:
         n = worker.num_envs
-        obs = worker.reset(seed=seed)
+        try:
+            obs = worker.reset(seed=seed)
+        except Exception as exc:
+            raise _EvalEnvFailed("reset") from exc
         returns: dict[int, float] = {}
         lengths: dict[int, int] = {}
         steps = 0
@@ -80,7 +127,10 @@ class Evaluator:
             for p in self.preprocessors:
                 obs = p.obs(obs, update=False)
             out = self.policy.act(obs, deterministic=True)
-            step = worker.step(out.env_actions if out.env_actions is not None else out.actions)
+            try:
+                step = worker.step(out.env_actions if out.env_actions is not None else out.actions)
+            except Exception as exc:
+                raise _EvalEnvFailed("step") from exc
             finished_before = set(returns)
             for ep in step.episodes:
                 if ep.env_index not in returns:

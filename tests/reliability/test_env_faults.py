@@ -102,6 +102,68 @@ def test_past_max_restarts_the_run_stops_with_a_clear_message(tmp_path, faulty_s
     assert err.count("recreating the worker") == 2
 
 
+class _PoleBalancer:
+    """A deterministic CartPole controller (push towards the side the pole leans to): evaluation needs no training."""
+
+    def act(self, obs, deterministic=False):
+        import numpy as np
+
+        from rlightning_core.policy.base import PolicyOutput
+
+        return PolicyOutput(actions=(obs[:, 2] + 0.5 * obs[:, 3] > 0).astype(np.int64))
+
+
+def _eval_cfg(tmp_path, mode, faults, step_timeout_s=None):
+    from rlightning_core import load_config
+
+    extra = [f"env[0].step_timeout_s={step_timeout_s}"] if step_timeout_s else []
+    return load_config(CARTPOLE, ["env[0].type=faulty", f"env[0].params.mode={mode}", "env[0].params.fail_at_step=7",
+                                  f"env[0].params.faults={'null' if faults is None else faults}",
+                                  f"env[0].params.count_dir={tmp_path / 'faults'}", "env[0].params.hang_s=60",
+                                  *extra]).env
+
+
+@pytest.mark.parametrize("mode", ["raise_step", "raise_reset", "hang"])
+def test_a_failing_eval_env_is_recreated_and_the_evaluation_is_the_one_without_the_failure(tmp_path, faulty_plugins,
+                                                                                            mode):
+    """The failed config's evaluation runs again from its seed on a fresh worker: the same returns as no fault."""
+    from rlightning_core.engine.evaluation import Evaluator
+
+    policy = _PoleBalancer()
+    clean = Evaluator(_eval_cfg(tmp_path, mode, 0), policy, episodes=3, seed=4, max_restarts=2)  # type: ignore[arg-type]
+    faulty = Evaluator(_eval_cfg(tmp_path, mode, 1, 1.0 if mode == "hang" else None), policy, episodes=3,  # type: ignore[arg-type]
+                       seed=4, max_restarts=2)
+    try:
+        want = clean.evaluate()
+        t0 = time.monotonic()
+        got = faulty.evaluate()
+        assert time.monotonic() - t0 < 30  # a hang costs step_timeout_s, not hang_s
+        assert got.pop("eval/env_restarts") == 1.0 and "eval/env_restarts" not in want
+        assert got == want and faulty.restarts == 1
+        assert len(list((tmp_path / "faults").iterdir())) == 1
+        assert "eval/env_restarts" not in faulty.evaluate()  # per evaluation: none the next time
+    finally:
+        clean.close()
+        faulty.close()
+
+
+def test_past_max_restarts_a_failing_eval_env_stops_the_run_with_a_clear_message(tmp_path, faulty_plugins):
+    from rlightning_core.engine.evaluation import Evaluator
+    from rlightning_core.env.runner import EnvWorkerFailure
+
+    evaluator = Evaluator(_eval_cfg(tmp_path, "raise_step", None), _PoleBalancer(), episodes=2, seed=4,  # type: ignore[arg-type]
+                          max_restarts=2)
+    try:
+        with pytest.raises(EnvWorkerFailure) as info:
+            evaluator.evaluate()
+    finally:
+        evaluator.close()
+    message = str(info.value)
+    assert f"eval env worker '{LABEL}' (env[0])" in message
+    assert "cluster.max_restarts=2 worker restarts are used up" in message and "failed on purpose" in message
+    assert evaluator.restarts == 2
+
+
 RAY_CONFIG = """
 seed: 1
 env:
