@@ -368,6 +368,12 @@ class LearnerActor(LineHost, CollectiveMember):
         """The actor's process id."""
         return os.getpid()
 
+    def started(self) -> bool:
+        """Wait for the start-up (a ``background_import``); whether it succeeded (else :meth:`build` raises)."""
+        if self._starting is not None:
+            self._starting.join()
+        return self._start_error is None
+
     def extras_spec(self) -> dict[str, Any]:
         """What the rollout side must record for this policy."""
         return dict(type(self.policy).extras_spec)

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rlightning_core.config.schema import MainConfig
@@ -35,6 +36,8 @@ __all__ = ["IDLE_EXIT_S", "EarlyRolloutMixin", "HelperFailed", "LearnerHelper", 
 log = logging.getLogger("rlightning")
 
 _HEADER = struct.Struct("!Q")
+#: How often the driver checks whether the learner actor got ready while it waits for the helper.
+_POLL_S = 0.05
 #: A helper left waiting this long for its next message exits: no run took it (a RemoteEnvGroup used on its own),
 #: or the run failed before closing it.
 IDLE_EXIT_S = 300.0
@@ -124,6 +127,18 @@ def _load_reply(payload: bytes) -> Any:
     return ReplyUnpickler(io.BytesIO(payload)).load()
 
 
+#: The helper's first lines: the lowest CPU priority before anything is imported (its imports are speculative work
+#: while Ray starts): ``SCHED_IDLE`` runs it only on a core nothing else wants; niceness 19 where that is missing.
+_BOOTSTRAP = """import os
+try:
+    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+except (AttributeError, OSError):
+    os.nice(19)
+from rlightning_core.distributed.early_start import _serve
+_serve({idle_exit_s!r})
+"""
+
+
 class LearnerHelper:
     """The driver's handle on the helper process: a :class:`LearnerActor` it calls methods of.
 
@@ -133,7 +148,7 @@ class LearnerHelper:
     def __init__(self, idle_exit_s: float = IDLE_EXIT_S) -> None:
         env = dict(os.environ, CUDA_VISIBLE_DEVICES="")  # like a learner actor that reserves no GPU
         self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
-            [sys.executable, "-m", "rlightning_core.distributed.early_start", str(idle_exit_s)], stdin=subprocess.PIPE,
+            [sys.executable, "-c", _BOOTSTRAP.format(idle_exit_s=float(idle_exit_s))], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, close_fds=True)
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._in, self._out = self.proc.stdin.fileno(), self.proc.stdout.fileno()
@@ -149,13 +164,23 @@ class LearnerHelper:
             self.close()
             raise HelperFailed(f"could not hand the policy config to the helper: {exc}") from exc
 
-    def call(self, method: str, *args: Any, timeout: float) -> Any:
-        """``LearnerActor.<method>(*args)`` in the helper; raises :class:`HelperFailed` on any failure."""
+    def call(self, method: str, *args: Any, timeout: float, give_up: Callable[[], bool] | None = None) -> Any:
+        """``LearnerActor.<method>(*args)`` in the helper; raises :class:`HelperFailed` on any failure.
+
+        ``give_up``: polled while no answer has come; once it returns true the call fails (the real learner
+        was ready first, so the helper, running at the lowest priority, would only make the runners wait).
+        """
         if self.proc is None:
             raise HelperFailed("the helper is closed")
+        deadline = time.monotonic() + timeout
         try:
             _send(self._in, (method, args))
-            status, value = _recv(self._out, time.monotonic() + timeout, _load_reply)
+            while give_up is not None and not select.select([self._out], [], [], _POLL_S)[0]:
+                if give_up():
+                    raise HelperFailed(f"the learner actor was ready before the helper answered {method}")
+                if time.monotonic() >= deadline:
+                    raise TimeoutError
+            status, value = _recv(self._out, deadline, _load_reply)
         except TimeoutError:
             raise HelperFailed(f"no answer to {method} within {timeout:.0f}s") from None
         except (OSError, EOFError, pickle.PickleError, TypeError, AttributeError, ValueError) as exc:
@@ -230,16 +255,21 @@ class EarlyRolloutMixin(RayExecutionState):
 
         bname, bparams = buffer_args
         timeout = self.config.cluster.actor_start_timeout_s
+        ready = self.learner.started.remote()  # the learner's own start-up (torch, plugins) is done
+
+        def learner_ready() -> bool:
+            return bool(self.ray.wait([ready], timeout=0)[0])
+
         try:
-            needs = helper.call("buffer_needs_next_obs", bname, timeout=timeout)
+            needs = helper.call("buffer_needs_next_obs", bname, timeout=timeout, give_up=learner_ready)
             if not isinstance(needs, bool):
                 raise HelperFailed(f"buffer {bname!r} declares no class attribute needs_next_obs")
             obs_space, act_space = self.observation_space, self.action_space
-            extras = helper.call("build", obs_space, act_space, timeout=timeout)
-            nbytes = int(helper.call("weights_nbytes", timeout=timeout))
+            extras = helper.call("build", obs_space, act_space, timeout=timeout, give_up=learner_ready)
+            nbytes = int(helper.call("weights_nbytes", timeout=timeout, give_up=learner_ready))
             if not 0 < nbytes <= REPLY_SYNC_MAX_BYTES:
                 raise HelperFailed(f"{nbytes} bytes of weights do not ride inline")
-            weights = helper.call("get_weights", timeout=timeout)
+            weights = helper.call("get_weights", timeout=timeout, give_up=learner_ready)
         except HelperFailed as exc:
             log.info("cluster.early_rollout: the helper could not stand in for the learner (%s); the first rollout "
                      "waits for it", exc)
@@ -300,9 +330,7 @@ class EarlyRolloutMixin(RayExecutionState):
 def _serve(idle_exit_s: float) -> None:
     """The helper's side: build a :class:`LearnerActor` and answer method calls until stdin closes."""
     out = os.dup(1)
-    os.dup2(2, 1)  # a plugin's print goes to stderr, not into the replies
-    with contextlib.suppress(OSError):
-        os.nice(19)  # it runs while ray.init starts Ray's daemons: it takes only the CPU they leave idle
+    os.dup2(2, 1)  # a plugin's print goes to stderr, not into the replies (its priority: _BOOTSTRAP)
     learner: Any = None
     failure = ""
     try:  # while ray.init runs; the learner's arguments come later

@@ -73,12 +73,14 @@ def test_the_helper_builds_the_learners_initial_weights_bit_for_bit():
     helper = LearnerHelper()
     pid = helper.proc.pid
     helper.start_learner(config.policy, selection=get_plugins().selection(), seed=seed, num_threads=1)
-    extras = helper.call("build", obs_space, act_space, timeout=120)
+    polls = []
+    extras = helper.call("build", obs_space, act_space, timeout=120, give_up=lambda: polls.append(1) and False)
     weights = helper.call("get_weights", timeout=30)
     nbytes = helper.call("weights_nbytes", timeout=30)
     on_policy = helper.call("buffer_needs_next_obs", "rlightning:rollout", timeout=30)
     off_policy = helper.call("buffer_needs_next_obs", "rlightning:replay", timeout=30)
     helper.close()
+    assert polls  # it asked give_up while the helper was still importing torch
 
     learner = LearnerActor(config.policy, selection=get_plugins().selection(), seed=seed, plugins=get_plugins())
     assert extras == learner.build(obs_space, act_space)
@@ -90,6 +92,26 @@ def test_the_helper_builds_the_learners_initial_weights_bit_for_bit():
     assert not _wait_gone({pid})  # closed: it exits (and is reaped) on its own
     with pytest.raises(HelperFailed, match="closed"):
         helper.call("get_weights", timeout=5)
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="SCHED_IDLE is a Linux scheduling policy")
+def test_the_helper_runs_only_on_idle_cpu_and_gives_way_to_a_ready_learner():
+    """SCHED_IDLE from its first line (its imports are speculative); a learner ready first ends the wait for it."""
+    from rlightning_core.plugins import get_plugins
+
+    helper = LearnerHelper()
+    try:
+        deadline = time.monotonic() + 30
+        while os.sched_getscheduler(helper.proc.pid) != os.SCHED_IDLE and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert os.sched_getscheduler(helper.proc.pid) == os.SCHED_IDLE
+        helper.start_learner(_config().policy, selection=get_plugins().selection(), seed=1, num_threads=1)
+        t0 = time.monotonic()
+        with pytest.raises(HelperFailed, match="learner actor was ready before the helper answered build"):
+            helper.call("build", *_spaces(), timeout=120, give_up=lambda: time.monotonic() - t0 > 0.2)
+        assert time.monotonic() - t0 < 5  # it did not wait for the helper's answer
+    finally:
+        helper.close()
 
 
 def test_a_helper_whose_learner_cannot_be_built_says_why():
@@ -175,8 +197,9 @@ def test_which_runs_start_the_first_rollout_early(overrides, possible):
 
 @pytest.mark.ray
 def test_an_early_first_rollout_trains_exactly_like_waiting_for_the_learner(ray_cluster):
-    """Same seeds, with and without the helper: the runners' first weights, the learner's weights after three
-    iterations and the line's takeover all match; no helper process is left."""
+    """Same seeds, with and without the helper (and with one given up for a learner that was ready first): the
+    runners' first weights, the learner's weights after three iterations and the line's takeover all match; no
+    helper process is left."""
     address = ray_cluster.get_runtime_context().gcs_address
     code = textwrap.dedent("""
         import json, os, sys, time
@@ -225,21 +248,32 @@ def test_an_early_first_rollout_trains_exactly_like_waiting_for_the_learner(ray_
             return n
 
         early = run("true")  # first: the helper starts with this process's ray.init (the join)
+        ray.shutdown()  # joined again next: another helper, which is given up (as if the learner was ready first)
+        from rlightning_core.distributed import early_start
+        call = early_start.LearnerHelper.call
+        asked = []
+        early_start.LearnerHelper.call = lambda self, method, *args, timeout, give_up=None: call(
+            self, method, *args, timeout=timeout, give_up=lambda: not asked.append(method))
+        given_up = run("true")
+        early_start.LearnerHelper.call = call
         waited = run("false")
         deadline = time.monotonic() + 20
         while helpers() and time.monotonic() < deadline:
             time.sleep(0.1)
         same = lambda a, b: a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
-        print(json.dumps({"deferred": [early[0], waited[0]], "first": same(early[1], waited[1]),
-                          "learner": same(early[2], waited[2]), "runner": same(early[3], waited[3]),
-                          "lines": [early[4], waited[4]], "helpers_left": helpers()}))
+        print(json.dumps({"deferred": [early[0], given_up[0], waited[0]],
+                          "first": same(early[1], waited[1]) and same(given_up[1], waited[1]),
+                          "learner": same(early[2], waited[2]) and same(given_up[2], waited[2]),
+                          "runner": same(early[3], waited[3]), "lines": [early[4], waited[4]],
+                          "helpers_left": helpers(), "given_up": asked}))
     """)
     env = {k: v for k, v in os.environ.items() if not k.startswith("RLIGHTNING_")}
     proc = subprocess.run([sys.executable, "-c", code, str(EXAMPLE), address], capture_output=True, text=True,
                           timeout=600, env=env, cwd=ROOT, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["deferred"] == [3, 0]  # the learner's build, buffer and adoption were queued, not awaited
+    assert out["deferred"] == [3, 0, 0]  # early: the learner's build, buffer and adoption queued, not awaited
     assert out["first"] and out["learner"] and out["runner"]
     assert out["lines"] == [[True, True, True], [True, True, True]]  # the line opens once the learner is up
     assert out["helpers_left"] == 0
+    assert out["given_up"] == ["buffer_needs_next_obs"]  # the second run's helper was asked once, then dropped
