@@ -31,24 +31,6 @@ def required_cpus(config: MainConfig) -> float:
     return envs + c.train_workers * c.learner_num_cpus + c.eval_workers * c.rollout_num_cpus
 
 
-def warm_ray_serialization() -> None:
-    """Run Ray's serializer add-ons against a stand-in context, for their imports only.
-
-    Ray creates a process's serialization context at its first remote call, and the add-ons then import
-    pydantic, starlette and pyarrow when installed (~0.1 s here, more with pyarrow): in the driver, right
-    after ``ray.init``, on the way to creating the env actors. Done ahead, on a background thread, they are
-    already loaded then. The stand-in takes every registration and keeps none; Ray's own context registers
-    them as before.
-    """
-    from ray.util import serialization_addons
-
-    class _Discard:
-        def __getattr__(self, name: str) -> Any:
-            return lambda *args, **kwargs: None
-
-    serialization_addons.apply(_Discard())
-
-
 class RayCluster:
     """Joins ``cluster.address`` or starts a local cluster (loopback, dashboard off unless asked).
 
@@ -78,13 +60,12 @@ class RayCluster:
         c = self.cluster
         t0 = time.perf_counter()
         os.environ.setdefault("RAY_DEDUP_LOGS", "0")
-        from rlightning_core.policy.lazy_dynamo import prefetch_module
+        if c.train_workers == 0:  # the learner will be built here: import torch while ray.init waits on its daemons
+            from rlightning_core.policy.lazy_dynamo import prefetch_module
 
-        # while ray.init waits on its daemons: what the first actor creation imports, and the torch an in-driver
-        # learner needs; at a low priority (on 2 cores an import at full priority slowed the daemons by ~0.5 s)
-        prefetch_module(warm_ray_serialization, "rlightning_core.distributed.actors",
-                        *(["torch"] if c.train_workers == 0 else []), nice=10)
-        if c.train_workers != 0:  # a helper process imports torch meanwhile, to build the learner's initial weights
+            # at a low priority: on 2 cores an import at full priority slowed ray.init's daemons by ~0.5 s
+            prefetch_module("torch", nice=10)
+        else:  # a helper process imports torch meanwhile, to build the learner's initial weights (early_rollout)
             from rlightning_core.distributed.early_start import start_helper
 
             self.helper = start_helper(c)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 __all__ = ["dynamo_import_deferred", "prefetch_module"]
@@ -66,17 +66,15 @@ def dynamo_import_deferred() -> Iterator[int]:
                 delattr(fn, _CACHE)
 
 
-def prefetch_module(*steps: str | Callable[[], object], nice: int = 0) -> None:
-    """Import modules (or run callables) in order on a daemon thread, while this thread waits on something.
+def prefetch_module(name: str, *, nice: int = 0) -> None:
+    """Import module ``name`` on a daemon thread, ahead of its first use, while this thread waits on something.
 
-    For a Ray run: the modules Ray's first remote call imports, and (for an in-driver learner) ``torch``, while
-    ``ray.init`` waits on Ray's daemons. A later ``import`` of the same module waits for this one (the import
-    lock), so it is never loaded twice; a failure here is silent and surfaces, with its own message, at that
-    import. ``nice`` > 0 lowers the thread's priority, so it uses the CPU that what this thread waits on leaves
-    idle instead of slowing it down.
+    For an in-driver learner: ``torch`` while ``ray.init`` waits on Ray's daemons. A later ``import`` of the same
+    module waits for this one (the import lock), so it is never loaded twice; a failure here is silent and
+    surfaces, with its own message, at that import. ``nice`` > 0 lowers the importing thread's priority, so it
+    uses the CPU that what this thread waits on leaves idle instead of slowing it down.
     """
-    todo = [s for s in steps if callable(s) or s not in sys.modules]
-    if not todo:
+    if name in sys.modules:
         return
     import threading
 
@@ -87,9 +85,7 @@ def prefetch_module(*steps: str | Callable[[], object], nice: int = 0) -> None:
         if nice:  # Linux: a thread's own niceness (elsewhere this does nothing)
             with contextlib.suppress(Exception):
                 os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
-        for step in todo:
-            with contextlib.suppress(Exception):
-                step() if callable(step) else importlib.import_module(step)
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
 
-    name = "-".join(getattr(s, "__name__", str(s)) for s in todo)
     threading.Thread(target=load, name=f"rlightning-prefetch-{name}", daemon=True).start()
