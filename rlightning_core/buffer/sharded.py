@@ -56,14 +56,21 @@ class ShardedReplay:
         ray: the ``ray`` module.
         device: where sampled batches go (the learner's device).
         timeout_s: longest wait for one shard call.
+        by_receipts: count transitions written from the receipts the learner is given (:meth:`add`) instead of
+            asking the shards. Data-parallel learners need this: each decides how many updates to make from the
+            count, and all of them must make the same number (their gradient all-reduces pair up), while the
+            shards keep growing between one rank's question and the next's under the async engine.
     """
 
     needs_next_obs = True
 
-    def __init__(self, shards: Sequence[Any], ray: Any, *, device: str = "cpu", timeout_s: float = 600.0) -> None:
+    def __init__(self, shards: Sequence[Any], ray: Any, *, device: str = "cpu", timeout_s: float = 600.0,
+                 by_receipts: bool = False) -> None:
         self.ray = ray
         self.device = device
         self.timeout_s = timeout_s
+        self.by_receipts = by_receipts
+        self.received = 0
         self.shards: list[Any] = list(shards)
         self.sizes = [0] * len(self.shards)
         self.added = [0] * len(self.shards)
@@ -83,16 +90,22 @@ class ShardedReplay:
         self.added = [int(a) for _, a in stats]
 
     def __len__(self) -> int:
+        if self.by_receipts:  # the same on every rank (see by_receipts); the shards may hold a little more
+            return self.received
         return int(sum(self.sizes))
 
     @property
     def total_added(self) -> int:
         """Transitions written into all shards (fresh: the update schedule reads this first)."""
+        if self.by_receipts:
+            return self.received
         self.refresh()
         return int(sum(self.added))
 
     def add(self, chunk: Any) -> None:
-        """Chunks go into the shards in the runners; only receipts reach the learner."""
+        """Chunks go into the shards in the runners; only receipts reach the learner (counted ``by_receipts``)."""
+        if self.by_receipts and isinstance(chunk, ShardReceipt):
+            self.received += int(chunk.num_steps) * int(chunk.num_envs)
 
     def sample(self, batch_size: int, generator: torch.Generator | None = None, *,
                beta: float | None = None) -> dict[str, torch.Tensor]:

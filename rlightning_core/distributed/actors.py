@@ -191,11 +191,16 @@ class EnvRunnerActor(CollectiveMember):
         serve(path, token, index, self.collect)
 
     # -- buffer shard (cluster.sharded_buffer) ---------------------------------------------------------------
-    def bind_shard(self, buffer_type: str, buffer_params: Any, spec: Any, on_policy: bool) -> None:
-        """Keep collected transitions here: a chunk list (on-policy) or a replay shard of this worker's envs."""
+    def bind_shard(self, buffer_type: str, buffer_params: Any, spec: Any, on_policy: bool,
+                   world_size: int = 1) -> None:
+        """Keep collected transitions here: a chunk list (on-policy) or a replay shard of this worker's envs.
+
+        ``world_size`` data-parallel learners read the shard; on-policy, each gathers its slice of every chunk.
+        """
         self._limit_torch_threads()  # the shard's storage is torch
         self.sharded, self.shard_on_policy = True, on_policy
         self.shard_chunks: list[Any] = []
+        self.shard_taken = [0] * max(int(world_size), 1)  # chunks of shard_chunks each learner rank has gathered
         self.shard_added = 0
         self.shard: Any = None if on_policy else self.plugins.registry.resolve("buffer", buffer_type).build(
             buffer_params, spec=spec)
@@ -213,10 +218,23 @@ class EnvRunnerActor(CollectiveMember):
         return ShardReceipt(weight_version=chunk.weight_version, num_steps=chunk.num_steps,
                             num_envs=chunk.num_envs, column=chunk.column, env_label=chunk.env_label)
 
-    def shard_gather(self) -> list[Any]:
-        """On-policy: hand over (and forget) the chunks kept since the last gather."""
-        chunks, self.shard_chunks = self.shard_chunks, []
-        return chunks
+    def shard_gather(self, rank: int = 0) -> list[Any]:
+        """On-policy: hand learner ``rank`` its slice of the chunks kept since its last gather.
+
+        A chunk is forgotten once every data-parallel rank has gathered it; with one learner, at once.
+        """
+        world = len(self.shard_taken)
+        chunks = self.shard_chunks[self.shard_taken[rank]:]
+        self.shard_taken[rank] = len(self.shard_chunks)
+        done = min(self.shard_taken)
+        if done:
+            del self.shard_chunks[:done]
+            self.shard_taken = [t - done for t in self.shard_taken]
+        if world == 1:
+            return chunks
+        from rlightning_core.distributed.data_parallel import shard_chunk
+
+        return [shard_chunk(c, rank, world) for c in chunks]
 
     def shard_stats(self) -> tuple[int, int]:
         """``(transitions held, transitions written so far)``."""
@@ -423,19 +441,26 @@ class LearnerActor(LineHost, CollectiveMember):
             if isinstance(self.buffer, ShardedReplay):
                 self.buffer.set_shards(runners)
             else:
-                self.buffer = ShardedReplay(runners, ray, device=str(self.policy.device), timeout_s=timeout_s)
+                self.buffer = ShardedReplay(runners, ray, device=str(self.policy.device), timeout_s=timeout_s,
+                                            by_receipts=self.world_size > 1)
 
     def _incoming(self, chunks: Sequence[Any]) -> list[Any]:
-        """The chunks to store: gathered from the shards, or those sent (receipts are not data)."""
+        """This rank's slices of the chunks to store.
+
+        Gathered from the shards (each runner slices them for the rank), or of those sent; receipts are data
+        only to a data-parallel rank's shard view, which counts them.
+        """
         from rlightning_core.buffer.sharded import ShardReceipt
 
         gather_from: list[Any] | None = getattr(self, "gather_from", None)
         if gather_from:
             import ray
 
-            gathered = ray.get([r.shard_gather.remote() for r in gather_from])
+            gathered = ray.get([r.shard_gather.remote(self.rank) for r in gather_from])
             return [c for part in gathered for c in part]
-        return [c for c in chunks if not isinstance(c, ShardReceipt)]
+        if getattr(self.buffer, "by_receipts", False):  # replay shards: the receipts count what was written
+            return list(chunks)
+        return [self._shard(c) for c in chunks if not isinstance(c, ShardReceipt)]
 
     def gradients(self, loss_fn: Any, batch: Any) -> dict[str, np.ndarray]:
         """Gradients of ``loss_fn(policy, batch)`` after the data-parallel averaging (tests compare them)."""
@@ -489,7 +514,7 @@ class LearnerActor(LineHost, CollectiveMember):
         """
         self._before_learn()
         for chunk in self._incoming(chunks):
-            self.buffer.add(self._shard(chunk))
+            self.buffer.add(chunk)
         metrics = self.policy.learn(self.buffer, progress=progress)
         if hasattr(self.buffer, "reset"):
             self.buffer.reset()
@@ -509,6 +534,8 @@ class LearnerActor(LineHost, CollectiveMember):
         for chunk in chunks:
             lag = int(version) - int(chunk.weight_version)
             if isinstance(chunk, ShardReceipt):  # already in a shard: measured, not droppable
+                if getattr(self.buffer, "by_receipts", False):  # data-parallel ranks count what was written
+                    self.buffer.add(chunk)
                 lags.append(lag)
                 continue
             if max_staleness is not None and lag > max_staleness:

@@ -95,10 +95,6 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
                    for i, e in enumerate(config.env) if e.num_envs % cc.train_workers]
             if bad:
                 raise ConfigError(bad)
-            if cc.sharded_buffer:
-                raise ConfigError([f"cluster.sharded_buffer: not available with cluster.train_workers="
-                                   f"{cc.train_workers} (data-parallel learners read a learner-side buffer); "
-                                   "use one or the other"])
         if cc.train_workers == 0:
             check_in_process(config)
         self.strategy = "broadcast" if cc.weight_sync == "auto" else cc.weight_sync
@@ -315,9 +311,9 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
                               num_envs=slot.cfg.num_envs, num_steps=steps, extras_spec=extras,
                               column_labels=[slot.label] * slot.cfg.num_envs, device="cpu",
                               seed=derive_seed(self.config.seed, 7, i, slot.restarts))
-            self.env_group.actors[i].bind_shard.remote(bname, bparams, spec, self.shard_on_policy)
-        self._get(self.learner.attach_shards.remote(self.env_group.actors, self.shard_on_policy, cc.call_timeout_s),
-                  cc.call_timeout_s, "attach the buffer shards")
+            self.env_group.actors[i].bind_shard.remote(bname, bparams, spec, self.shard_on_policy, self.world_size)
+        self._get([ln.attach_shards.remote(self.env_group.actors, self.shard_on_policy, cc.call_timeout_s)
+                   for ln in self.learners], cc.call_timeout_s, "attach the buffer shards")
 
     def _policy_seed(self, w: int) -> int:
         restarts = self.env_group.slots[w].restarts

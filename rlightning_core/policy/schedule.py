@@ -39,6 +39,12 @@ def transitions_written(buffer: Any, previous: int) -> int:
 class UpdateSchedule:
     """Counts transitions written and updates made; :meth:`due` says how many updates to make now.
 
+    After :meth:`load_state_dict` the first :meth:`due` checks whether the buffer came back with the data the
+    count was made of. A resume can bring the policy's counters back without the transitions (a sharded
+    buffer's shards, a checkpoint with another number of learners' buffer shards, a Ray checkpoint read in one
+    process): the buffer then counts from zero, and the schedule counts on from what was written before,
+    instead of making no update until the new buffer has caught up with the old count.
+
     Args:
         utd_ratio: gradient updates per transition written.
         learning_starts: transitions written before the first update.
@@ -49,10 +55,15 @@ class UpdateSchedule:
         self.learning_starts = int(learning_starts)
         self.written = 0
         self.updates = 0
+        self._base = 0  # transitions written before the buffer's own count began (a buffer restarted empty)
+        self._resumed = False
 
     def due(self, buffer: Any) -> int:
         """Updates to make now, given what ``buffer`` holds (counts them as made)."""
-        self.written = transitions_written(buffer, self.written)
+        if self._resumed:
+            self._resumed = False
+            self._base = self.written if _restarted_empty(buffer, self.written) else 0
+        self.written = self._base + transitions_written(buffer, self.written - self._base)
         if self.written <= self.learning_starts or len(buffer) == 0:
             return 0
         target = math.floor(self.utd_ratio * (self.written - self.learning_starts) + 1e-9)
@@ -67,3 +78,13 @@ class UpdateSchedule:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`."""
         self.written, self.updates = int(state["written"]), int(state["updates"])
+        self._base, self._resumed = 0, True
+
+
+def _restarted_empty(buffer: Any, written: int) -> bool:
+    """Whether ``buffer`` holds less than a restored buffer would after ``written`` transitions: it started over."""
+    total = getattr(buffer, "total_added", None)
+    if total is not None:
+        return int(total) < written
+    capacity = getattr(getattr(buffer, "storage", None), "capacity", None)
+    return len(buffer) < (written if capacity is None else min(written, int(capacity)))
