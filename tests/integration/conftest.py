@@ -34,6 +34,30 @@ def kill_env_worker_at():
     return _kill_env_worker_at
 
 
+def _at_run_end(engine, read) -> dict:
+    """Make ``engine`` call ``read(execution)`` when its run ends (its actors still up); returns the dict that
+    then holds the result under ``"value"``."""
+    from rlightning_core import hookimpl
+    from rlightning_core.plugins import load_plugins
+
+    seen: dict = {}
+
+    class Probe:
+        @hookimpl
+        def on_run_end(self, run_dir, status, error):
+            seen["value"] = read(engine.execution)
+
+    engine.plugins = load_plugins(extra=[("probe", Probe())])
+    return seen
+
+
+@pytest.fixture
+def at_run_end():
+    """``seen = at_run_end(engine, read)``: after ``engine.run``, ``seen["value"]`` is ``read(execution)`` at
+    the run's end, before its actors are gone."""
+    return _at_run_end
+
+
 @pytest.fixture(scope="session")
 def training_plugins() -> None:
     """Skip when the gymnasium and ppo plugin distributions are not installed (the core-only matrix cell)."""

@@ -101,10 +101,10 @@ def test_two_learner_ppo_trains_cartpole(ray_cluster, tmp_path, cartpole_config,
     assert result.last_eval_return is not None and result.last_eval_return > 100, result
 
 
-def test_two_sac_learners_stay_in_step_under_the_async_engine(ray_cluster, tmp_path, build_run):
+def test_two_sac_learners_stay_in_step_under_the_async_engine(ray_cluster, tmp_path, build_run, at_run_end):
     """The off-policy path: equal column slices keep the ranks' update schedules (and collectives) in step."""
-    from rlightning_core import hookimpl, load_config
-    from rlightning_core.plugins import get_plugins, load_plugins
+    from rlightning_core import load_config
+    from rlightning_core.plugins import get_plugins
 
     if "sac" not in get_plugins().registry.names("policy"):
         pytest.skip("needs the rlightning-sac plugin")
@@ -114,17 +114,9 @@ def test_two_sac_learners_stay_in_step_under_the_async_engine(ray_cluster, tmp_p
         "policy.params.batch_size=32", "engine.total_steps=512", "engine.eval_every=0", "engine.eval_episodes=1",
         "engine.params.sync_every=8"])
     engine = build_run(config)
-    seen = {}
-
-    class Probe:
-        @hookimpl
-        def on_run_end(self, run_dir, status, error):
-            ex = engine.execution
-            seen["weights"] = ray_cluster.get([ln.get_weights.remote() for ln in ex.learners])
-
-    engine.plugins = load_plugins(extra=[("probe", Probe())])
+    seen = at_run_end(engine, lambda ex: ray_cluster.get([ln.get_weights.remote() for ln in ex.learners]))
     result = engine.run(tmp_path / "run")
     assert result.stop_reason == "total_steps" and engine.updates > 0
-    a, b = seen["weights"]
+    a, b = seen["value"]
     for key in a:
         np.testing.assert_array_equal(a[key], b[key])

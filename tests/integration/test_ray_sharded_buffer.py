@@ -148,12 +148,12 @@ def test_data_parallel_learners_gather_their_slices_and_learn_like_sent_chunks(r
 
 
 @pytest.mark.skipif(not _dqn_available(), reason="needs the rlightning-dqn plugin")
-def test_data_parallel_learners_sample_the_shards_in_step_under_the_async_engine(ray_cluster, tmp_path, build_run):
+def test_data_parallel_learners_sample_the_shards_in_step_under_the_async_engine(ray_cluster, tmp_path, build_run,
+                                                                                 at_run_end):
     """Off-policy: each rank samples across all shards with its own generator, and counts what was written from
     the receipts, so both make the same number of updates while the shards keep growing (no collective left
     unpaired), and end with identical parameters."""
-    from rlightning_core import hookimpl, load_config
-    from rlightning_core.plugins import load_plugins
+    from rlightning_core import load_config
 
     config = load_config(ROOT / "examples" / "cartpole_dqn.yaml", [
         "logging.progress=false", "cluster.mode=ray", "env.num_workers=2", "env.num_envs=2",
@@ -161,24 +161,20 @@ def test_data_parallel_learners_sample_the_shards_in_step_under_the_async_engine
         "policy.params.learning_starts=128", "engine.params.rollout_steps=32", "engine.total_steps=1536",
         "engine.eval_every=0", "engine.eval_episodes=1", "checkpoint.every=0"])
     engine = build_run(config)
-    seen = {}
 
-    class Probe:
-        @hookimpl
-        def on_run_end(self, run_dir, status, error):
-            ex = engine.execution
-            seen["weights"] = ray_cluster.get([ln.get_weights.remote() for ln in ex.learners])
-            seen["counts"] = ray_cluster.get([ln.__ray_call__.remote(
-                lambda self: (type(self.buffer).__name__, self.buffer.received, self.policy.schedule.updates))
-                for ln in ex.learners])
+    def read(ex):
+        counts = ray_cluster.get([ln.__ray_call__.remote(
+            lambda self: (type(self.buffer).__name__, self.buffer.received, self.policy.schedule.updates))
+            for ln in ex.learners])
+        return counts, ray_cluster.get([ln.get_weights.remote() for ln in ex.learners])
 
-    engine.plugins = load_plugins(extra=[("probe", Probe())])
+    seen = at_run_end(engine, read)
     result = engine.run(tmp_path / "run")
     assert result.stop_reason == "total_steps" and engine.updates > 0
-    (kind0, received0, updates0), (kind1, received1, updates1) = seen["counts"]
+    counts, (a, b) = seen["value"]
+    (kind0, received0, updates0), (kind1, received1, updates1) = counts
     assert kind0 == kind1 == "ShardedReplay"
     assert received0 == received1 > 128 and updates0 == updates1 > 0
-    a, b = seen["weights"]
     for key in a:
         np.testing.assert_array_equal(a[key], b[key])
 
