@@ -46,7 +46,10 @@ RESUMABLE_CHANGES = ("engine.total_steps", "engine.time_limit_s", "engine.target
                      "cluster.address", "cluster.num_cpus", "cluster.num_gpus", "cluster.dashboard",
                      "cluster.train_workers", "cluster.eval_workers", "cluster.placement", "cluster.bundles",
                      "cluster.learner_bundle", "cluster.learner_num_cpus", "cluster.learner_num_gpus",
-                     "cluster.rollout_num_cpus", "cluster.rollout_num_gpus", "cluster.backend", "cluster.bucket_mb")
+                     "cluster.rollout_num_cpus", "cluster.rollout_num_gpus", "cluster.backend", "cluster.bucket_mb",
+                     # a run trained on a GPU resumes on a CPU machine and back (checkpoints load onto the CPU
+                     # first; a resume continues bit for bit only on the device kind it was written on)
+                     "policy.device", "policy.rollout_device")
 #: Per-env-config keys a resume may change: fault handling and how many workers run the config's envs (a
 #: different count restarts the envs' episodes instead of restoring them), not what is learned.
 RESUMABLE_ENV_KEYS = ("step_timeout_s", "num_workers", "num_cpus", "bundle")

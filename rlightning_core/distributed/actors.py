@@ -89,7 +89,7 @@ class EnvRunnerActor(CollectiveMember):
         self._limit_torch_threads()
         return spec.build(policy_cfg.params, observation_space=self.worker.observation_space,
                           action_space=self.worker.action_space, role=PolicyRole.EVAL,
-                          device=resolve_device(policy_cfg.rollout_device), seed=policy_seed)
+                          device=resolve_device(policy_cfg.rollout_device, "policy.rollout_device"), seed=policy_seed)
 
     def setup_rollout(self, policy_cfg: Any, preprocessor_cfgs: Sequence[Any], *, policy_seed: int,
                       needs_next_obs: bool, light: bool = False) -> None:

@@ -62,6 +62,10 @@ def check_resources(config: MainConfig, available: dict[str, float]) -> None:
     if need_gpu > available.get("GPU", 0.0) + 1e-9:
         problems.append(f"cluster: the run's actors reserve {need_gpu:g} GPUs but the cluster has "
                         f"{available.get('GPU', 0):g}; set cluster.learner_num_gpus: 0 to train on CPU")
+    if cc.train_workers and config.policy.device.startswith("cuda") and not cc.learner_num_gpus:
+        problems.append(f"policy.device: {config.policy.device!r} puts the learner on a GPU, but its actor reserves "
+                        "none (cluster.learner_num_gpus: 0), so Ray hides the GPUs from it; set "
+                        "cluster.learner_num_gpus (e.g. 1), or policy.device: auto")
     if problems:
         raise ConfigError(problems)
 
@@ -681,9 +685,9 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
 
         if self._eval_policy is None:
             spec = self.plugins.registry.resolve("policy", self.policy_cfg.type)
+            device = resolve_device(self.policy_cfg.rollout_device, "policy.rollout_device")
             self._eval_policy = spec.build(self.policy_cfg.params, observation_space=self.observation_space,
-                                           action_space=self.action_space, role=PolicyRole.EVAL,
-                                           device=resolve_device(self.policy_cfg.rollout_device),
+                                           action_space=self.action_space, role=PolicyRole.EVAL, device=device,
                                            seed=derive_seed(self.config.seed, 4, 999))
         if self._eval_version != self.version:
             self._learner_started()

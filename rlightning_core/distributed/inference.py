@@ -55,7 +55,8 @@ class InferenceServerActor(CollectiveMember):
         self.plugins = _load_plugins(selection)
         self.policy = self.plugins.registry.resolve("policy", policy_cfg.type).build(
             policy_cfg.params, observation_space=observation_space, action_space=action_space,
-            role=PolicyRole.EVAL, device=resolve_device(policy_cfg.rollout_device), seed=seed)
+            role=PolicyRole.EVAL, device=resolve_device(policy_cfg.rollout_device, "policy.rollout_device"),
+            seed=seed)
         self.half_sizes = list(half_sizes)
         self.max_wait_s = max_wait_s
         self._pending: list[list[tuple[np.ndarray, Any]]] = [[], []]

@@ -101,6 +101,19 @@ class BasePolicy(ABC):
             progress: fraction of the training budget already used, in ``[0, 1]`` (for schedules).
         """
 
+    def on_device(self, batch: Any) -> Any:
+        """``batch`` (a mapping of tensors) with its tensors on this policy's device; itself on CPU.
+
+        Buffers keep their data on ``buffer.params.storage_device`` (host memory by default), so a learner on
+        a GPU moves each sampled batch or minibatch across; a batch already there is not copied.
+        """
+        if str(self.device) == "cpu":
+            return batch
+        import torch
+
+        return {k: v.to(self.device, non_blocking=True) if isinstance(v, torch.Tensor) else v
+                for k, v in batch.items()}
+
     def all_reduce_mean(self, value: Any) -> float:
         """The mean of a scalar over the data-parallel learners (itself when learning alone).
 

@@ -17,13 +17,29 @@ from rlightning_core.registry import ComponentSpec
 __all__ = ["PolicyGroup", "resolve_device"]
 
 
-def resolve_device(device: str) -> str:
-    """``auto`` -> ``cuda`` when a GPU is visible, else ``cpu``; anything else unchanged."""
-    if device != "auto":
-        return device
+def resolve_device(device: str, key: str = "policy.device") -> str:
+    """``auto`` -> ``cuda`` when a GPU is visible, else ``cpu``; anything else unchanged once it exists here.
+
+    A CUDA device this process cannot see is a configuration mistake (``key`` names the setting), reported as
+    such rather than as torch's assertion from deep inside the first ``.to()``.
+    """
+    if device != "auto" and not device.startswith("cuda"):
+        return device  # without importing torch: a torch-free rollout copy resolves "cpu" too
     import torch
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda"):
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        index = int(device.partition(":")[2] or 0)
+        if index >= count:
+            from rlightning_core.errors import ConfigError
+
+            seen = f"sees {count} CUDA device(s)" if count else "sees no CUDA device"
+            raise ConfigError([f"{key}: {device!r}, but this process (torch {torch.__version__}) {seen}; use "
+                               f"'auto' or 'cpu', or in Ray mode give the actor a GPU (cluster.learner_num_gpus, "
+                               f"cluster.rollout_num_gpus)"])
+    return device
 
 
 class PolicyGroup:
@@ -81,7 +97,7 @@ class PolicyGroup:
                                        seed=derive_seed(seed, 3, 0))
         self.rollout = self._build(PolicyRole.EVAL, observation_space=observation_space,
                                    action_space=action_space,
-                                   device=resolve_device(self.policy_cfg.rollout_device),
+                                   device=resolve_device(self.policy_cfg.rollout_device, "policy.rollout_device"),
                                    seed=derive_seed(seed, 4, 0))
         self.sync_weights()
 

@@ -92,6 +92,17 @@ def test_bad_override_is_a_user_error(tmp_path, trained_run):
     assert "policy.params.lr" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def test_a_cuda_device_this_machine_lacks_is_a_user_error(tmp_path, trained_run):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    proc = rl("train", CARTPOLE, "policy.device=cuda", "--run-dir", str(tmp_path / "r"))
+    assert proc.returncode == 2, proc.stderr
+    assert "policy.device: 'cuda'" in proc.stderr and "sees no CUDA device" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
 def test_eval_records_one_video_per_episode(trained_run, tmp_path):
     pytest.importorskip("moviepy")
     pytest.importorskip("pygame")

@@ -31,6 +31,19 @@ def _learner(cartpole_config, device: str):
     return actor
 
 
+def test_a_cuda_learner_without_a_reserved_gpu_is_refused_up_front(cartpole_config):
+    from rlightning_core.distributed.execution import check_resources
+    from rlightning_core.errors import ConfigError
+
+    config = cartpole_config("cluster.mode=ray", "policy.device=cuda")
+    with pytest.raises(ConfigError, match=r"policy.device: 'cuda' .*\(cluster.learner_num_gpus: 0\)"):
+        check_resources(config, {"CPU": 8.0, "GPU": 1.0})
+    check_resources(cartpole_config("cluster.mode=ray", "policy.device=cuda", "cluster.learner_num_gpus=1"),
+                    {"CPU": 8.0, "GPU": 1.0})  # reserved: accepted
+    check_resources(cartpole_config("cluster.mode=ray", "policy.device=cuda", "cluster.train_workers=0"),
+                    {"CPU": 8.0})  # no learner actor: the in-driver learner has its own rules
+
+
 def test_a_cpu_member_reports_cpu(cartpole_config):
     assert _learner(cartpole_config, "cpu").sync_device() == "cpu"
 

@@ -92,3 +92,29 @@ def test_rollout_offload_is_a_noop_for_a_cpu_copy(cartpole_config):
     _, stats = actor.collect(4)
     assert stats.steps == 8
     actor.close()
+
+
+@pytest.mark.gpu
+def test_a_gpu_rollout_copy_leaves_the_gpu_while_idle_and_acts_there_again(cartpole_config):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from rlightning_core.distributed.actors import EnvRunnerActor
+    from rlightning_core.plugins import get_plugins
+    from rlightning_core.weights.buckets import named_tensors
+
+    config = cartpole_config("policy.rollout_device=cuda")
+    actor = EnvRunnerActor(config.env[0], selection=get_plugins().selection(), num_envs=2, seed=0, worker_index=0,
+                           label="CartPole-v1", column=0)
+    actor.setup_rollout(config.policy, [], policy_seed=0, needs_next_obs=False)
+    policy = actor.runner.policy
+    weights = actor.get_weights()
+    actor.set_offload(True)
+    assert actor.offload_idle() is True
+    assert all(t.device.type == "cpu" for t in named_tensors(policy.modules()).values())
+    _, stats = actor.collect(4)  # back on the GPU before acting
+    assert stats.steps == 8
+    assert all(t.device.type == "cuda" for t in named_tensors(policy.modules()).values())
+    again = actor.get_weights()
+    assert all(np.array_equal(weights[k], again[k]) for k in weights)
+    actor.close()

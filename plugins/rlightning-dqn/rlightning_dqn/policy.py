@@ -161,7 +161,7 @@ class DQNPolicy(BasePolicy):
         """One gradient update; returns (loss, mean Q, mean |TD|) as one tensor (no host sync per update)."""
         assert self.optimizer is not None
         p = self.params
-        batch = buffer.sample(p.batch_size, generator=self.generator)
+        batch = self.on_device(buffer.sample(p.batch_size, generator=self.generator))
         obs, next_obs = batch["obs"].float(), batch["next_obs"].float()
         if obs.dim() > 2:
             obs, next_obs = obs.flatten(1), next_obs.flatten(1)

@@ -111,27 +111,19 @@ class PPOPolicy(BasePolicy):
         # a rollout copy's parameters need no gradients, so it builds no graph without entering a grad mode
         with self._no_grad():
             out, value = self.net(self._obs(obs))
+            log_std = None if self.discrete else self.net.log_std
+            if self.device != "cpu":  # sample on the host: the same generator and code as a CPU copy
+                out, value = out.float().cpu(), value.float().cpu()
+                log_std = None if log_std is None else log_std.float().cpu()
             if self.discrete:
-                if self.device == "cpu":
-                    return self._act_categorical(out, value, deterministic)
-                logp_all = torch.log_softmax(out, -1)
-                if deterministic:
-                    actions = out.argmax(-1)
-                else:
-                    actions = torch.multinomial(logp_all.exp(), 1, generator=self.generator).squeeze(-1)
-                logp = logp_all.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
-                env_actions = None
+                return self._act_categorical(out, value, deterministic)
+            if deterministic:
+                actions = out
             else:
-                log_std = self.net.log_std
-                if deterministic:
-                    actions = out
-                else:
-                    noise = torch.randn(out.shape, generator=self.generator)
-                    actions = out + noise * log_std.exp()
-                logp = gaussian_log_prob(actions, out, log_std)
-                env_actions = torch.clamp(actions, self.low, self.high).numpy()
-            if self.device != "cpu":
-                actions, logp, value = actions.cpu(), logp.cpu(), value.cpu()
+                noise = torch.randn(out.shape, generator=self.generator)
+                actions = out + noise * log_std.exp()
+            logp = gaussian_log_prob(actions, out, log_std)
+            env_actions = torch.clamp(actions, self.low, self.high).numpy()
             return PolicyOutput(actions=actions.numpy(), extras={"log_prob": logp.numpy(), "value": value.numpy()},
                                 env_actions=env_actions)
 
@@ -200,6 +192,7 @@ class PPOPolicy(BasePolicy):
         for _ in range(p.epochs):
             epoch_start = len(diagnostics)
             for mb in buffer.minibatches(p.minibatch_size, generator=self.generator):
+                mb = self.on_device(mb)
                 if epochs_done == 0:
                     seen_values.append(mb["value"])
                     seen_returns.append(mb["returns"])

@@ -20,6 +20,7 @@ action box.
 
 from __future__ import annotations
 
+import hashlib
 from contextlib import nullcontext
 from copy import deepcopy
 from typing import Any
@@ -162,7 +163,7 @@ class SACPolicy(BasePolicy):
         """One gradient update; returns its statistics as one tensor (no host sync per update)."""
         assert self.actor_optimizer is not None and self.critic_optimizer is not None
         p = self.params
-        batch = buffer.sample(p.batch_size, generator=self.generator)
+        batch = self.on_device(buffer.sample(p.batch_size, generator=self.generator))
         obs, actions = batch["obs"].float(), batch["actions"].float()
         if obs.dim() > 2:
             obs, next_obs = obs.flatten(1), batch["next_obs"].float().flatten(1)
@@ -247,7 +248,12 @@ class SACPolicy(BasePolicy):
         if "generator" in state:
             self.generator.set_state(state["generator"])
         if "noise_generator" in state:
-            self.noise_generator.set_state(state["noise_generator"])
+            saved = state["noise_generator"]
+            try:
+                self.noise_generator.set_state(saved)
+            except RuntimeError:  # saved on another kind of device (a GPU run resumed on CPU, or back)
+                seed = int.from_bytes(hashlib.sha256(saved.numpy().tobytes()).digest()[:8], "little")
+                self.noise_generator.manual_seed(seed)  # deterministic, though not the uninterrupted draws
         if "schedule" in state:
             self.schedule.load_state_dict(state["schedule"])
         self.num_updates = int(state.get("num_updates", self.num_updates))

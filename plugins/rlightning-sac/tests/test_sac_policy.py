@@ -172,3 +172,18 @@ def test_bad_params_are_refused():
         SACParams(log_std_bounds=[2.0, -20.0])
     with pytest.raises(ValueError, match="hidden_sizes"):
         SACParams(hidden_sizes=[])
+
+
+def test_a_noise_generator_saved_on_another_device_kind_reseeds_deterministically():
+    """A GPU run's checkpoint holds a CUDA generator state (16 bytes); resumed on CPU it seeds from it."""
+    same = make(seed=3)
+    same.load_extra_state(make(seed=3).extra_state())  # same device kind: the exact state comes back
+    assert torch.equal(same.noise_generator.get_state(), make(seed=3).noise_generator.get_state())
+    cuda_like = torch.arange(16, dtype=torch.uint8)  # seed and offset, as torch.cuda's generator stores them
+    draws = []
+    for _ in range(2):
+        policy = make(seed=0)
+        policy.load_extra_state({"noise_generator": cuda_like})
+        draws.append(torch.randn(4, generator=policy.noise_generator))
+    assert torch.equal(draws[0], draws[1])
+    assert not torch.equal(draws[0], torch.randn(4, generator=make(seed=0).noise_generator))
