@@ -121,6 +121,10 @@ class RolloutBuffer(DataBuffer):
         self._has_last_values[:] = False
         self._computed = False
 
+    def is_free(self, column: int, num_envs: int) -> bool:
+        """Whether columns ``column .. column + num_envs - 1`` are all still empty this iteration."""
+        return not bool(self._filled[column: column + num_envs].any())
+
     @property
     def full(self) -> bool:
         """Whether every column has been filled since the last :meth:`reset`."""

@@ -218,14 +218,19 @@ class EnvRunnerActor(CollectiveMember):
         return ShardReceipt(weight_version=chunk.weight_version, num_steps=chunk.num_steps,
                             num_envs=chunk.num_envs, column=chunk.column, env_label=chunk.env_label)
 
-    def shard_gather(self, rank: int = 0) -> list[Any]:
+    def shard_gather(self, rank: int = 0, receipts: dict[int, int] | None = None) -> list[Any]:
         """On-policy: hand learner ``rank`` its slice of the chunks kept since its last gather.
 
-        A chunk is forgotten once every data-parallel rank has gathered it; with one learner, at once.
+        ``receipts`` (column -> receipts the learner holds, the async engine's): only as many chunks as this
+        worker's receipts name, so data-parallel ranks gathering at different moments get the same chunks. A
+        chunk is forgotten once every data-parallel rank has gathered it; with one learner, at once.
         """
         world = len(self.shard_taken)
-        chunks = self.shard_chunks[self.shard_taken[rank]:]
-        self.shard_taken[rank] = len(self.shard_chunks)
+        start = self.shard_taken[rank]
+        end = len(self.shard_chunks) if receipts is None else min(len(self.shard_chunks),
+                                                                   start + int(receipts.get(self.column, 0)))
+        chunks = self.shard_chunks[start:end]
+        self.shard_taken[rank] = end
         done = min(self.shard_taken)
         if done:
             del self.shard_chunks[:done]
@@ -529,6 +534,9 @@ class LearnerActor(LineHost, CollectiveMember):
         from rlightning_core.buffer.sharded import ShardReceipt
 
         t0 = time.perf_counter()
+        if self.buffer_kind() == "on_policy":
+            learned, kept, stale = self._learn_rollouts(progress, version, max_staleness, chunks)
+            return {"metrics": learned, "lags": kept, "dropped": stale, "busy_s": time.perf_counter() - t0}
         lags: list[int] = []
         dropped = 0
         for chunk in chunks:
@@ -546,6 +554,62 @@ class LearnerActor(LineHost, CollectiveMember):
         self._before_learn()
         metrics = self.policy.learn(self.buffer, progress=progress)
         return {"metrics": metrics, "lags": lags, "dropped": dropped, "busy_s": time.perf_counter() - t0}
+
+    def _learn_rollouts(self, progress: float, version: int, max_staleness: int | None,
+                        chunks: Sequence[Any]) -> tuple[dict[str, float], list[int], int]:
+        """The async engine with an on-policy buffer: whole rollouts assembled from chunks as they arrive.
+
+        Chunks wait until every column of the buffer holds one; each complete set is learned from and the buffer
+        emptied, as the engine does in one process. Chunks past ``max_staleness`` are dropped. Data-parallel
+        ranks get the same chunks (sharded: they gather exactly the chunks their receipts name), so they learn
+        equally often and their all-reduces pair up. Returns (metrics, lags, dropped); ``stats/updates`` is 0
+        when no rollout was complete yet.
+        """
+        from rlightning_core.buffer.sharded import ShardReceipt
+
+        gather_from: list[Any] | None = getattr(self, "gather_from", None)
+        if gather_from:
+            import ray
+
+            counts: dict[int, int] = {}
+            for c in chunks:
+                if isinstance(c, ShardReceipt):
+                    counts[int(c.column)] = counts.get(int(c.column), 0) + 1
+            parts = ray.get([r.shard_gather.remote(self.rank, counts) for r in gather_from])
+            incoming = [c for part in parts for c in part]
+        else:
+            incoming = [self._shard(c) for c in chunks if not isinstance(c, ShardReceipt)]
+        queue: list[Any] = getattr(self, "_rollout_queue", [])
+        lags: list[int] = []
+        dropped = 0
+        for chunk in incoming:
+            lag = int(version) - int(chunk.weight_version)
+            if max_staleness is not None and lag > max_staleness:
+                dropped += 1
+                continue
+            queue.append(chunk)
+            lags.append(lag)
+        learned: list[dict[str, float]] = []
+        while True:
+            waiting = []
+            for chunk in queue:  # in arrival order: a worker's next chunk waits for the next rollout
+                if self.buffer.is_free(int(chunk.column), int(chunk.num_envs)):
+                    self.buffer.add(chunk)
+                else:
+                    waiting.append(chunk)
+            queue = waiting
+            if not self.buffer.full:
+                break
+            self._before_learn()
+            learned.append(self.policy.learn(self.buffer, progress=progress))
+            self.buffer.reset()
+        self._rollout_queue = queue
+        if not learned:
+            return {"stats/updates": 0.0}, lags, dropped
+        keys = {k for m in learned for k in m}
+        metrics = {k: float(np.mean([m[k] for m in learned if k in m])) for k in sorted(keys)}
+        metrics["stats/updates"] = float(sum(m.get("stats/updates", 1.0) for m in learned))
+        return metrics, lags, dropped
 
     def get_weights(self) -> dict[str, np.ndarray]:
         """Numpy copies of the weights (object-store strategy, evaluation, tests)."""

@@ -7,11 +7,12 @@ Two shapes behind one engine, chosen by ``cluster.mode``:
   replay buffer) -> *learn* (one ``learn()`` call; the policy makes the updates the new data warrants) ->
   *sync* (every ``sync_every`` updates). Nothing runs concurrently, so a seed reproduces a run bit for bit.
 - **Ray** (``ray``): env-runner actors collect chunks back to back while the learner actor (which holds the
-  buffer) learns; the driver only moves object refs. A finished chunk goes straight into the learner's next
-  ``learn`` call (chunks travel runner -> object store -> learner); two learn calls are kept queued so the
-  learner never waits for the driver; every ``sync_every`` updates the learner's weights are published through
-  the object store, queued behind each runner's current chunk, so neither side waits for the other. A runner
-  pauses while ``max_chunks_in_flight`` of its chunks are unconsumed (the learner sets the pace).
+  buffer) learns; with an on-policy buffer (PPO's) it learns from each whole rollout assembled from the chunks.
+  The driver only moves object refs. A finished chunk goes straight into the learner's next ``learn`` call
+  (chunks travel runner -> object store -> learner); two learn calls are kept queued so the learner never waits
+  for the driver; every ``sync_every`` updates the learner's weights are published through the object store,
+  queued behind each runner's current chunk, so neither side waits for the other. A runner pauses while
+  ``max_chunks_in_flight`` of its chunks are unconsumed (the learner sets the pace).
 
 Every chunk carries the weight version it was collected with; its *policy lag* is the learner's version when
 it enters the buffer minus that version. Chunks whose lag exceeds ``max_staleness`` are dropped, so no
