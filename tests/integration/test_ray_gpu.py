@@ -135,3 +135,58 @@ def test_a_gpu_learner_syncs_its_cpu_env_runners_bit_for_bit(ray_cluster, cartpo
         assert metrics["sync/bytes"] > 0
     finally:
         ex.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.ray
+def test_two_learners_sharing_one_gpu_learn_in_step_over_gloo(ray_cluster, cartpole_config, build_run, caplog):
+    """Data-parallel learners at half a GPU each: auto picks gloo (NCCL refuses two ranks on one GPU), the CUDA
+    gradients are averaged through it, and both ranks end with identical parameters."""
+    if _cuda_devices() < 1 or ray_cluster.cluster_resources().get("GPU", 0) < 1:
+        pytest.skip("needs a CUDA GPU in the Ray cluster")
+    import logging
+
+    config = cartpole_config("cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", "checkpoint.every=0",
+                             "cluster.train_workers=2", "cluster.learner_num_gpus=0.5", "policy.device=cuda",
+                             "engine.total_steps=512")
+    with caplog.at_level(logging.INFO, logger="rlightning"):
+        engine = build_run(config)
+    ex = engine.execution
+    try:
+        assert "data-parallel learners: 2 ranks over gloo" in caplog.text
+        before = ex.ray.get(ex.learner.get_weights.remote())
+        for _ in range(2):
+            ex.collect(32)
+            metrics = ex.learn(0.0)
+            ex.sync()
+        assert np.isfinite(metrics["loss/policy"])
+        a, b = ex.ray.get([ln.get_weights.remote() for ln in ex.learners])
+        assert any(not np.array_equal(a[k], before[k]) for k in a)
+        for key in a:
+            np.testing.assert_array_equal(a[key], b[key])
+    finally:
+        ex.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.ray
+def test_a_gpu_inference_server_shares_the_learners_gpu_and_syncs_bit_for_bit(ray_cluster, cartpole_config, build_run,
+                                                                              tmp_path, at_run_end):
+    """The inference-server topology with the learner and the rollout server on one GPU (half each)."""
+    if _cuda_devices() < 1 or ray_cluster.cluster_resources().get("GPU", 0) < 1:
+        pytest.skip("needs a CUDA GPU in the Ray cluster")
+    config = cartpole_config("cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", "checkpoint.every=0",
+                             "cluster.topology=inference_server", "cluster.eval_workers=1",
+                             "cluster.learner_num_gpus=0.5", "cluster.rollout_num_gpus=0.5", "policy.device=cuda",
+                             "policy.rollout_device=cuda", "engine.total_steps=1024", "engine.eval_every=0",
+                             "engine.eval_episodes=2")
+    engine = build_run(config)
+    ex = engine.execution
+    assert ex.ray.get(ex.servers[0].sync_device.remote()) == ex.ray.get(ex.learner.sync_device.remote())
+    seen = at_run_end(engine, lambda ex: ex.ray.get([ex.learner.get_weights.remote(),
+                                                     ex.servers[0].get_weights.remote()]))
+    result = engine.run(tmp_path / "run")
+    assert result.env_steps >= 1024
+    learner, served = seen["value"]
+    for key in learner:
+        np.testing.assert_array_equal(served[key], learner[key])
