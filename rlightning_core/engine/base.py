@@ -183,9 +183,32 @@ class BaseEngine(ABC):
                             best_eval_return=self.best_eval, profile=dict(self.profile),
                             stop_signal=self._stop.name or None)
 
+    def _finished_before(self) -> str | None:
+        """The stop rule a resumed run had already met when its checkpoint was written (``None``: go on).
+
+        A run killed after its last checkpoint, or resumed again once it finished, must not train an extra
+        iteration past ``total_steps``.
+        """
+        cfg = self.config.engine
+        if self.iteration_count == 0:
+            return None
+        if self.env_steps >= cfg.total_steps:
+            return "total_steps"
+        if cfg.time_limit_s is not None and self.train_s >= cfg.time_limit_s:
+            return "time_limit"
+        target = cfg.target_eval_return
+        if target is not None and self.last_eval is not None and self.last_eval >= target:
+            return "target_eval_return"
+        return None
+
     def _loop(self, progress: ProgressBar) -> str:
         cfg = self.config.engine
         ccfg = self.config.checkpoint
+        done = self._finished_before()
+        if done is not None:
+            log.warning("the checkpoint already meets the stop rule engine.%s (iteration %d, %d env steps): nothing "
+                        "to train; change that setting to train on", done, self.iteration_count, self.env_steps)
+            return done
         while True:
             t0 = time.perf_counter()
             try:
@@ -361,6 +384,8 @@ class BaseEngine(ABC):
     def _print_profile(self) -> None:
         total = sum(self.profile.values()) or 1.0
         parts = ", ".join(f"{k} {v:.2f}s ({v / total:.0%})" for k, v in self.profile.items() if v > 0)
+        if not parts:  # nothing ran (a resumed run that had already finished)
+            return
         log.info("time by phase: %s", parts)
         if self.run_ctx is not None:
             self.run_ctx.hub.log(self.env_steps, {f"profile/{k}_s": v for k, v in self.profile.items()})

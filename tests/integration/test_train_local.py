@@ -153,6 +153,27 @@ def test_ppo_continuous_actions_solve_inverted_pendulum(tmp_path, build_run):
     assert result.last_eval_return >= 950
 
 
+def test_resuming_a_finished_run_trains_nothing_more(tmp_path, cartpole_config, build_run, caplog):
+    """A run killed after its last checkpoint (or resumed again once done) stops at once instead of training
+    one iteration past engine.total_steps; a larger total_steps trains on."""
+    import logging
+
+    overrides = ("engine.total_steps=512", "engine.eval_every=0", "engine.target_eval_return=null",
+                 "checkpoint.every=1")
+    first = build_run(cartpole_config(*overrides)).run(tmp_path / "run")
+    checkpoints = sorted(p.name for p in (tmp_path / "run" / "checkpoints").glob("*.pt"))
+    rows = (tmp_path / "run" / "metrics.jsonl").read_text()
+    with caplog.at_level(logging.WARNING, logger="rlightning"):
+        again = build_run(cartpole_config(*overrides)).run(tmp_path / "run", resume_from=tmp_path / "run")
+    assert (again.stop_reason, again.iterations, again.env_steps) == ("total_steps", first.iterations, 512)
+    assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").glob("*.pt")) == checkpoints
+    assert (tmp_path / "run" / "metrics.jsonl").read_text() == rows
+    assert "already meets the stop rule engine.total_steps" in caplog.text
+    more = build_run(cartpole_config(*overrides[1:], "engine.total_steps=768")).run(
+        tmp_path / "run", resume_from=tmp_path / "run")
+    assert more.env_steps == 768 and more.iterations == first.iterations + 1
+
+
 def test_time_limit_stops_the_run(tmp_path, cartpole_config, build_run):
     config = cartpole_config("engine.total_steps=10000000", "engine.time_limit_s=1.0", "engine.eval_every=0",
                              "engine.eval_episodes=2", "checkpoint.every=0")
