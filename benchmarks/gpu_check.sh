@@ -6,8 +6,9 @@
 #   bash benchmarks/gpu_check.sh run       # there, from the repo root, with .whl/ copied along; logs in $OUT
 #                                          # (STEPS="pytest_gpu train_ray" runs only the steps named)
 #
-# run: GPU weight sync numbers (benchmarks/gpu_sync.py), the `-m gpu` tests, and CartPole PPO trained on the
-# GPU from the CLI in Ray mode and in local mode.
+# run: GPU weight sync numbers (benchmarks/gpu_sync.py), the `-m gpu` tests, CartPole PPO trained on the GPU
+# from the CLI in Ray mode and in local mode, and short DQN / SAC runs with a GPU learner under the async engine.
+# The machine's own python3 (and torch) is used; WHEEL_PYTHON picks the wheels' Python version (default 3.12).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
