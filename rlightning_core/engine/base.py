@@ -183,6 +183,15 @@ class BaseEngine(ABC):
                             best_eval_return=self.best_eval, profile=dict(self.profile),
                             stop_signal=self._stop.name or None)
 
+    def _budget_spent(self) -> str | None:
+        """``total_steps`` or ``time_limit`` when that budget is used up, else ``None``."""
+        cfg = self.config.engine
+        if self.env_steps >= cfg.total_steps:
+            return "total_steps"
+        if cfg.time_limit_s is not None and self.train_s >= cfg.time_limit_s:
+            return "time_limit"
+        return None
+
     def _finished_before(self) -> str | None:
         """The stop rule a resumed run had already met when its checkpoint was written (``None``: go on).
 
@@ -192,10 +201,9 @@ class BaseEngine(ABC):
         cfg = self.config.engine
         if self.iteration_count == 0:
             return None
-        if self.env_steps >= cfg.total_steps:
-            return "total_steps"
-        if cfg.time_limit_s is not None and self.train_s >= cfg.time_limit_s:
-            return "time_limit"
+        spent = self._budget_spent()
+        if spent is not None:
+            return spent
         target = cfg.target_eval_return
         if target is not None and self.last_eval is not None and self.last_eval >= target:
             return "target_eval_return"
@@ -227,15 +235,9 @@ class BaseEngine(ABC):
             metrics["time/train_s"] = self.train_s
             metrics["perf/sps"] = self.env_steps / self.train_s if self.train_s > 0 else 0.0
             metrics["iteration"] = it
-            reason = None
             evaluated = False
             stopping = self._stop.requested  # a signal: no final evaluation, but always a checkpoint
-            if stopping:
-                reason = "interrupted"
-            elif self.env_steps >= cfg.total_steps:
-                reason = "total_steps"
-            elif cfg.time_limit_s is not None and self.train_s >= cfg.time_limit_s:
-                reason = "time_limit"
+            reason = "interrupted" if stopping else self._budget_spent()
             if (cfg.eval_every and it % cfg.eval_every == 0 and not stopping) or (reason is not None and not stopping):
                 metrics.update(self._evaluate())
                 evaluated = True
