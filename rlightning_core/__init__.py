@@ -6,24 +6,9 @@ Importing this package is cheap (no torch, no ray): runtime pieces that need the
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlightning_core._version import PLUGIN_API_VERSION, __version__
-from rlightning_core.config import (
-    BufferConfig,
-    CheckpointConfig,
-    ClusterConfig,
-    ComponentConfig,
-    EngineConfig,
-    EnvConfig,
-    LoggerConfig,
-    LoggingConfig,
-    MainConfig,
-    PolicyConfig,
-    PreprocessorConfig,
-    load_config,
-    load_config_dict,
-)
 from rlightning_core.errors import (
     ConfigError,
     DuplicateComponentError,
@@ -35,8 +20,30 @@ from rlightning_core.errors import (
 from rlightning_core.hookspecs import hookimpl
 from rlightning_core.plugins import get_plugins, load_plugins, reset_plugins
 
-# Heavy runtime API (torch / gymnasium), imported on first attribute access.
-_LAZY: dict[str, str] = {}
+if TYPE_CHECKING:
+    from rlightning_core.config import (
+        BufferConfig,
+        CheckpointConfig,
+        ClusterConfig,
+        ComponentConfig,
+        EngineConfig,
+        EnvConfig,
+        LoggerConfig,
+        LoggingConfig,
+        MainConfig,
+        PolicyConfig,
+        PreprocessorConfig,
+        load_config,
+        load_config_dict,
+    )
+
+# Imported on first attribute access: the config API (cattrs, yaml), which a Ray env worker never needs.
+_LAZY: dict[str, str] = {
+    name: "rlightning_core.config"
+    for name in ("BufferConfig", "CheckpointConfig", "ClusterConfig", "ComponentConfig", "EngineConfig",
+                 "EnvConfig", "LoggerConfig", "LoggingConfig", "MainConfig", "PolicyConfig", "PreprocessorConfig",
+                 "load_config", "load_config_dict")
+}
 
 __all__ = [
     "PLUGIN_API_VERSION",
@@ -64,7 +71,6 @@ __all__ = [
     "load_config_dict",
     "load_plugins",
     "reset_plugins",
-    *sorted(_LAZY),
 ]
 
 

@@ -24,9 +24,9 @@ from typing import Any
 import attrs
 
 from rlightning_core._version import PLUGIN_API_VERSION, __version__
-from rlightning_core.config.converter import unstructure
 from rlightning_core.config.loading import component_slots, config_to_yaml
 from rlightning_core.config.schema import MainConfig
+from rlightning_core.config.structuring import unstructure
 from rlightning_core.logging.hub import MetricsHub
 
 __all__ = ["RunContext", "StopRequest", "build_manifest", "config_hash", "default_run_dir", "graceful_stop",

@@ -1,30 +1,53 @@
-"""Configuration: the attrs schema, the strict cattrs converter, file loading and dotted overrides."""
+"""Configuration: the attrs schema, the strict cattrs converter, file loading and dotted overrides.
 
-from rlightning_core.config.converter import converter, structure, unstructure
-from rlightning_core.config.loading import (
-    apply_overrides,
-    component_slots,
-    config_to_yaml,
-    load_config,
-    load_config_dict,
-    parse_override,
-    read_config_file,
-    resolve_components,
-    structure_config,
-)
-from rlightning_core.config.schema import (
-    BufferConfig,
-    CheckpointConfig,
-    ClusterConfig,
-    ComponentConfig,
-    EngineConfig,
-    EnvConfig,
-    LoggerConfig,
-    LoggingConfig,
-    MainConfig,
-    PolicyConfig,
-    PreprocessorConfig,
-)
+The names below load on first access, so a process that only needs the validators (a plugin's params module in
+a Ray worker) or the schema does not import cattrs and yaml.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rlightning_core.config.loading import (
+        apply_overrides,
+        component_slots,
+        config_to_yaml,
+        load_config,
+        load_config_dict,
+        parse_override,
+        read_config_file,
+        resolve_components,
+        structure_config,
+    )
+    from rlightning_core.config.schema import (
+        BufferConfig,
+        CheckpointConfig,
+        ClusterConfig,
+        ComponentConfig,
+        EngineConfig,
+        EnvConfig,
+        LoggerConfig,
+        LoggingConfig,
+        MainConfig,
+        PolicyConfig,
+        PreprocessorConfig,
+    )
+    from rlightning_core.config.structuring import converter, structure, unstructure
+
+_SOURCES: dict[str, tuple[str, ...]] = {
+    "rlightning_core.config.structuring": ("converter", "structure", "unstructure"),
+    "rlightning_core.config.loading": (
+        "apply_overrides", "component_slots", "config_to_yaml", "load_config", "load_config_dict",
+        "parse_override", "read_config_file", "resolve_components", "structure_config",
+    ),
+    "rlightning_core.config.schema": (
+        "BufferConfig", "CheckpointConfig", "ClusterConfig", "ComponentConfig", "EngineConfig", "EnvConfig",
+        "LoggerConfig", "LoggingConfig", "MainConfig", "PolicyConfig", "PreprocessorConfig",
+    ),
+}
+_LAZY: dict[str, str] = {name: module for module, names in _SOURCES.items() for name in names}
 
 __all__ = [
     "BufferConfig",
@@ -51,3 +74,16 @@ __all__ = [
     "structure_config",
     "unstructure",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rlightning_core.config' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

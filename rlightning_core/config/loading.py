@@ -18,14 +18,14 @@ import attrs
 import yaml
 from cattrs.errors import BaseValidationError
 
-from rlightning_core.config.converter import (
+from rlightning_core.config.schema import ComponentConfig, MainConfig
+from rlightning_core.config.structuring import (
     OverrideValue,
     collect_errors,
     structure,
     unstructure,
     unwrap_overrides,
 )
-from rlightning_core.config.schema import ComponentConfig, MainConfig
 from rlightning_core.errors import ConfigError
 
 __all__ = [

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rlightning_core.config.schema import MainConfig
 from rlightning_core.errors import RlightningError
+
+if TYPE_CHECKING:
+    from rlightning_core.config.schema import MainConfig
 
 __all__ = ["REPLY_SYNC_MAX_BYTES", "SYNC_ENGINES", "PackedWeights", "RayExecutionState", "WorkerFailure",
            "collective_backend", "learner_line_possible", "mean_metrics", "pack_weights", "strip_private",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -229,3 +230,35 @@ def test_an_env_runner_builds_the_torch_free_copy_only_when_asked_and_offered():
     """)
     assert result == {"light": "NumpyPPORollout", "torch_before_weights": False, "bitwise": True, "version": 4,
                       "steps": 8, "replaced": "PPOPolicy", "gelu": "PPOPolicy"}
+
+
+def test_an_env_runner_process_never_imports_the_config_loader(tmp_path):
+    """A new env-runner process unpickles its config sections and plugin selection, then builds and collects.
+
+    It needs the schema's classes but not cattrs or yaml (the config loader), which only the driver uses.
+    """
+    from rlightning_core import load_config
+    from rlightning_core.plugins import get_plugins
+
+    config = load_config(ROOT / "examples" / "cartpole_ppo.yaml", ["logging.progress=false", "cluster.mode=ray"])
+    blob = tmp_path / "sections.pkl"
+    blob.write_bytes(pickle.dumps((config.env[0], config.policy, get_plugins().selection())))
+    code = textwrap.dedent("""
+        import json, pickle, sys
+        env_cfg, policy_cfg, selection = pickle.loads(open(sys.argv[1], "rb").read())
+        from rlightning_core.distributed.actors import EnvRunnerActor
+
+        actor = EnvRunnerActor(env_cfg, selection=selection, num_envs=2, seed=0, worker_index=0,
+                               label="CartPole-v1", column=0, num_threads=1)
+        actor.spaces()
+        actor.setup_rollout(policy_cfg, [], policy_seed=5, needs_next_obs=False)
+        actor.reset(0)
+        _, stats = actor.collect(4)
+        loaded = [m for m in ("cattrs", "yaml", "rlightning_core.config.loading",
+                              "rlightning_core.config.structuring") if m in sys.modules]
+        print(json.dumps({"steps": stats.steps, "loaded": loaded}))
+    """)
+    out = subprocess.run([sys.executable, "-c", code, str(blob)], capture_output=True, text=True, timeout=300,
+                         cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"steps": 8, "loaded": []}

@@ -9,7 +9,7 @@ import pytest
 from cattrs.errors import BaseValidationError
 from rlightning_gymnasium.params import GymnasiumParams, WrapperSpec, available_wrappers, resolve_wrapper
 
-from rlightning_core.config.converter import collect_errors, structure
+from rlightning_core.config.structuring import collect_errors, structure
 
 
 def problems(data: dict) -> list[str]:

@@ -254,9 +254,9 @@ def env_config_from_spec(spec: str, env_name: str | None = None) -> tuple[Any, i
 
 
 def _from_config_file(path: Path, env_name: str | None) -> tuple[Any, int]:
-    from rlightning_core.config.converter import collect_errors, structure
     from rlightning_core.config.loading import read_config_file
     from rlightning_core.config.schema import EnvConfig
+    from rlightning_core.config.structuring import collect_errors, structure
     from rlightning_core.errors import ConfigError, UserError
 
     data = read_config_file(path)
