@@ -14,6 +14,27 @@ __all__ = ["RayCluster", "import_ray", "required_cpus"]
 
 log = logging.getLogger("rlightning")
 
+#: Ray's logger for its token-authentication set-up (Ray >= 2.5x; an unused logger name on older versions).
+_RAY_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
+
+
+class _DropAuthNotice(logging.Filter):
+    """Drops Ray's "Token authentication is enabled" notice, printed on every ``ray.init`` of every run.
+
+    Auth stays as Ray sets it (on by default for a local cluster); only the notice about the default goes.
+    Ray's warning that auth is *disabled* still shows.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Token authentication is enabled")
+
+
+def quiet_auth_notice() -> None:
+    """Install :class:`_DropAuthNotice` on Ray's auth logger once (idempotent)."""
+    logger = logging.getLogger(_RAY_AUTH_LOGGER)
+    if not any(isinstance(f, _DropAuthNotice) for f in logger.filters):
+        logger.addFilter(_DropAuthNotice())
+
 
 def import_ray() -> Any:
     """``ray``, or a clear error telling how to install it."""
@@ -60,6 +81,7 @@ class RayCluster:
         c = self.cluster
         t0 = time.perf_counter()
         os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+        quiet_auth_notice()
         if c.train_workers == 0:  # the learner will be built here: import torch while ray.init waits on its daemons
             from rlightning_core.policy.lazy_dynamo import prefetch_module
 
