@@ -191,7 +191,8 @@ class ClusterConfig:
     (~0.1 ms a hop instead of 1-3 ms; Ray still starts, restarts and kills them). With the learner in the driver
     (``train_workers: 0``) the driver sends them; with one learner actor whose small CPU policy's weights ride
     inline (``weight_sync: auto``, env-runner topology, sync engine) the learner drives each iteration, one Ray
-    call from the driver. ``false``: Ray calls only."""
+    call from the driver. With ``topology: inference_server``, env actors on a rollout actor's node send their
+    per-step ``act`` calls over its Unix socket. ``false``: Ray calls only."""
     early_rollout: bool = True
     """The first rollout does not wait for the learner actor to start (a fresh Ray worker importing torch, 2-3 s
     on a laptop): a short-lived helper process, started before ``ray.init``, builds the same learner (class,

@@ -119,21 +119,43 @@ class EnvRunnerActor(CollectiveMember):
         return "torch" in sys.modules
 
     def setup_remote_rollout(self, server: Any, half: int, preprocessor_cfgs: Sequence[Any], *,
-                             needs_next_obs: bool, has_value: bool, timeout_s: float = 600.0) -> None:
-        """Inference-server topology: the runner's policy is a stand-in asking ``server`` every step."""
+                             needs_next_obs: bool, has_value: bool, timeout_s: float = 600.0,
+                             endpoint: list[Any] | None = None) -> None:
+        """Inference-server topology: the runner's policy is a stand-in asking ``server`` every step.
+
+        ``endpoint``: ``[ref]`` to the server's Unix socket (:meth:`InferenceServerActor.open_endpoint`), used
+        when the server is on this node (``cluster.local_channel``); otherwise, and if it cannot be reached (or
+        the server already died), Ray calls, whose errors the driver handles.
+        """
+        import ray
+
         from rlightning_core.distributed.inference import RemotePolicy
         from rlightning_core.env.runner import EnvRunner
 
+        where = None
+        if endpoint:
+            try:
+                where = ray.get(endpoint[0], timeout=min(timeout_s, 60.0))
+            except Exception:
+                where = None
+
         self._limit_torch_threads()
+        old = getattr(self.runner, "policy", None)
+        if isinstance(old, RemotePolicy):  # re-attached to a new server: let go of the old one's socket
+            old.close()
         reg = self.plugins.registry
         policy = RemotePolicy(server, half, observation_space=self.worker.observation_space,
-                              action_space=self.worker.action_space, timeout_s=timeout_s)
+                              action_space=self.worker.action_space, timeout_s=timeout_s, endpoint=where)
         pre = [reg.resolve("preprocessor", pc.type).build(pc.params, observation_space=self.worker.observation_space,
                                                           num_envs=self.worker.num_envs)
                for pc in preprocessor_cfgs]
         self.runner = EnvRunner(self.worker, policy, pre, column=self.column, label=self.label,
                                 needs_next_obs=needs_next_obs)
         self.runner._has_value = has_value  # the stand-in can always ask; only value-estimating policies do
+
+    def uses_server_socket(self) -> bool:
+        """Whether this runner's ``act`` calls go over its inference server's Unix socket."""
+        return getattr(getattr(self.runner, "policy", None), "sock", None) is not None
 
     def _sync_modules(self) -> dict[str, Any]:
         return self.runner.policy.modules()

@@ -36,12 +36,12 @@ import attrs
 
 from rlightning_core.env.remote.protocol import ConnectionClosed, recv_exact
 
-__all__ = ["ChannelHub", "ChannelLost", "ChannelTimeout", "RemoteError", "error_info", "fault_from_info", "fault_info",
-           "gather", "loads", "rebuild_error", "serve"]
+__all__ = ["HEADER", "TOKEN_BYTES", "ChannelHub", "ChannelLost", "ChannelTimeout", "RemoteError", "error_info",
+           "fault_from_info", "fault_info", "gather", "loads", "rebuild_error", "receive", "send", "serve"]
 
 #: Message header: kind (``H`` hello, ``Q`` request, ``K`` result, ``E`` error) and payload length.
-_HEADER = struct.Struct("!cQ")
-_TOKEN_BYTES = 16
+HEADER = _HEADER = struct.Struct("!cQ")
+TOKEN_BYTES = _TOKEN_BYTES = 16
 
 
 #: The globals a channel message may name besides rlightning's classes: how numpy pickles arrays and scalars.
@@ -63,7 +63,8 @@ class _DataUnpickler(pickle.Unpickler):
                 return found
         raise pickle.UnpicklingError(
             f"a channel message names {module}.{name}, which is not plain data, numpy or an rlightning class; "
-            "if a plugin's chunk extras or preprocessor state hold such objects, set cluster.local_channel: false")
+            "if a plugin's chunk extras, policy outputs or preprocessor state hold such objects, set "
+            "cluster.local_channel: false")
 
 
 def loads(payload: bytes) -> Any:
@@ -111,6 +112,16 @@ def _recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes:
 def _recv(sock: socket.socket, deadline: float | None) -> tuple[bytes, bytes]:
     kind, n = _HEADER.unpack(_recv_exact(sock, _HEADER.size, deadline))
     return kind, _recv_exact(sock, n, deadline) if n else b""
+
+
+def send(sock: socket.socket, kind: bytes, payload: bytes, timeout: float | None = None) -> None:
+    """Write one framed message (``kind`` ``H``/``Q``/``K``/``E``); :class:`ChannelLost` if the peer is gone."""
+    _send(sock, kind, payload, timeout)
+
+
+def receive(sock: socket.socket, deadline: float | None) -> tuple[bytes, bytes]:
+    """Read one framed message: its kind and payload (:class:`ChannelLost`, :class:`ChannelTimeout`)."""
+    return _recv(sock, deadline)
 
 
 def _plain(value: Any) -> bool:

@@ -350,9 +350,11 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
             server, half = self.routes[w]
             self._runner_server_gen = getattr(self, "_runner_server_gen", [0] * len(self.routes))
             self._runner_server_gen[w] = self.server_restarts[server]
+            # the server's socket, when runners may use one (a reference in a list: the runner resolves it)
+            endpoint = [self.servers[server].open_endpoint.remote()] if self.config.cluster.local_channel else None
             actor.setup_remote_rollout.remote(self.servers[server], half, list(self.config.preprocessors),
                                               needs_next_obs=self.needs_next_obs, has_value=self._server_has_value,
-                                              timeout_s=self.config.cluster.call_timeout_s)
+                                              timeout_s=self.config.cluster.call_timeout_s, endpoint=endpoint)
             return
         setup = actor.setup_rollout.remote(self.policy_cfg, list(self.config.preprocessors),
                                            policy_seed=self._policy_seed(w), needs_next_obs=self.needs_next_obs,

@@ -50,6 +50,10 @@ def describe_ray_plan(config: Any, labels: list[str]) -> list[str]:
         sync, detail = "object_store", (" from the learner in the driver: numpy weights ride each env runner's "
                                         "next collect call (one ray.put per sync above 1 MiB)")
     lines.append(f"weight sync: {sync}{detail}")
+    if c.topology == "inference_server":
+        lines.append("act calls (one per env step): " + (
+            "over each rollout actor's Unix socket from the env workers on its node, Ray calls from any other "
+            "(cluster.local_channel)" if c.local_channel else "Ray calls (cluster.local_channel: false)"))
     if c.train_workers == 0:
         lines.append("collect calls: " + ("over a Unix socket to the env runners on the driver's node, Ray calls to "
                                           "any other (cluster.local_channel)" if c.local_channel else
