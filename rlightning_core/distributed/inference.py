@@ -27,6 +27,7 @@ import pickle
 import secrets
 import shutil
 import socket
+import sys
 import tempfile
 import time
 import weakref
@@ -118,8 +119,9 @@ class InferenceServerActor(CollectiveMember):
     async def open_endpoint(self) -> dict[str, Any] | None:
         """Listen for ``act`` calls on a Unix socket (idempotent); its path, token and this node's id.
 
-        ``None`` if no socket can be made here (the env actors then use Ray calls). The socket's directory is
-        private (mode 0700) and a connection must present the token first.
+        ``None`` if no socket can be made here (the env actors then use Ray calls). A connection must present
+        the random token before anything is served: on Linux the socket is abstract (no file; any local
+        process could connect, none without the token), elsewhere it lives in a private directory.
         """
         if self._opening is None:  # env actors ask at once: one socket, one token, for all of them
             self._opening = asyncio.ensure_future(self._open_endpoint())
@@ -130,14 +132,16 @@ class InferenceServerActor(CollectiveMember):
 
         from rlightning_core.distributed.channel import TOKEN_BYTES
 
-        folder = tempfile.mkdtemp(prefix="rl-inf-")
-        self._cleanup = weakref.finalize(self, shutil.rmtree, folder, True)
-        path = os.path.join(folder, "server")
+        if sys.platform == "linux":  # an abstract socket: no file, so nothing is left behind when Ray kills us
+            path = f"\0rlightning-inference-{os.getpid()}-{secrets.token_hex(8)}"
+        else:  # a private directory (mode 0700); removed at exit, which a killed actor does not reach
+            folder = tempfile.mkdtemp(prefix="rl-inf-")
+            weakref.finalize(self, shutil.rmtree, folder, True)
+            path = os.path.join(folder, "server")
         try:
             self._listener = await asyncio.start_unix_server(self._serve_connection, path=path)
         except OSError as exc:
             log.warning("inference server: no Unix socket (%s); its env actors use Ray calls", exc)
-            self._cleanup()
             return None
         self._endpoint = {"path": path, "token": secrets.token_bytes(TOKEN_BYTES),
                           "node": ray.get_runtime_context().get_node_id()}
