@@ -13,6 +13,9 @@ kept after it presents the run's random token and its worker index, so what it c
 stats Ray would pickle) comes from this run's own actors. Even so, messages are read with a restricted unpickler
 (:func:`loads`): plain data, numpy arrays and scalars, and rlightning's own record (attrs) classes; no other
 global, so no callable of the pickle's choosing runs.
+
+The inference servers' sockets (:mod:`rlightning_core.distributed.inference`) use the same framing
+(:func:`send`, :func:`receive`), token length and reader.
 """
 
 from __future__ import annotations
