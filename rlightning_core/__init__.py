@@ -5,8 +5,7 @@ Importing this package is cheap (no torch, no ray): runtime pieces that need the
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rlightning_core._version import PLUGIN_API_VERSION, __version__
 from rlightning_core.errors import (
@@ -18,6 +17,7 @@ from rlightning_core.errors import (
     UserError,
 )
 from rlightning_core.hookspecs import hookimpl
+from rlightning_core.lazy import lazy_getattr
 from rlightning_core.plugins import get_plugins, load_plugins, reset_plugins
 
 if TYPE_CHECKING:
@@ -74,10 +74,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'rlightning_core' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())

@@ -6,9 +6,7 @@ first access.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from rlightning_core.lazy import lazy_getattr
 from rlightning_gymnasium.params import GymnasiumParams, WrapperSpec
 
 _LAZY = {"GymnasiumWorker": "rlightning_gymnasium.worker", "make_single_env": "rlightning_gymnasium.worker"}
@@ -16,10 +14,4 @@ _LAZY = {"GymnasiumWorker": "rlightning_gymnasium.worker", "make_single_env": "r
 __all__ = ["GymnasiumParams", "GymnasiumWorker", "WrapperSpec", "make_single_env"]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'rlightning_gymnasium' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())

@@ -8,8 +8,7 @@ the CLI does for every command) imports neither numpy nor msgpack.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from rlightning_core.lazy import lazy_getattr
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -33,8 +32,4 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+__getattr__ = lazy_getattr(__name__, {name: f"{__name__}.{module}" for name, module in _WHERE.items()}, globals())
