@@ -6,11 +6,13 @@ and exits 1 with a traceback.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 
 __all__ = [
     "ConfigError",
     "DuplicateComponentError",
+    "MissingDependencyError",
     "PluginLoadError",
     "RlightningError",
     "UnknownComponentError",
@@ -62,6 +64,46 @@ class DuplicateComponentError(UserError):
         self.kind = kind
         self.name = name
         super().__init__(message)
+
+
+class MissingDependencyError(UserError):
+    """A component, command or mode needs an optional Python package that is not installed.
+
+    Raised by :func:`rlightning_core.dependencies.require` (plugins call it in their params' validators, so
+    ``config validate`` and ``--dry-run`` report it, and in their factories). The message names what needs the
+    module and the pip command that installs it.
+
+    Args:
+        module: the top-level module that cannot be imported, e.g. ``"mujoco"``.
+        requirement: what to ``pip install``, e.g. ``"rlightning-gymnasium[mujoco]"`` (a plugin's extra where
+            one exists) or ``"matplotlib>=3.7"``.
+        needed_by: what needs it, e.g. ``"env 'Hopper-v5'"`` or ``"rlightning plot"``.
+        note: an extra sentence, e.g. a build prerequisite.
+    """
+
+    def __init__(self, module: str, requirement: str, needed_by: str, note: str | None = None) -> None:
+        self.module = module
+        self.requirement = requirement
+        self.needed_by = needed_by
+        self.note = note
+        text = (f"{needed_by} needs the Python module {module!r}, which is not installed; install it with: "
+                f"{self.pip_command}")
+        super().__init__(f"{text} ({note})" if note else text)
+
+    @property
+    def pip_command(self) -> str:
+        """The shell command that installs :attr:`requirement`, quoted for the shell where needed."""
+        return f"pip install {shlex.quote(self.requirement)}"
+
+    @property
+    def extra(self) -> str | None:
+        """The extra named by :attr:`requirement` (``"mujoco"`` in ``rlightning-gymnasium[mujoco]``), if any."""
+        _name, sep, rest = self.requirement.partition("[")
+        extra = rest.split("]", 1)[0].strip()
+        return extra if sep and extra else None
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, str, str | None]]:  # survives pickling (Ray, processes)
+        return type(self), (self.module, self.requirement, self.needed_by, self.note)
 
 
 class PluginLoadError(RlightningError):

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from rlightning_core.errors import UserError
+from rlightning_core.dependencies import require
 
 __all__ = ["EpisodeVideoRecorder", "Mp4Writer", "read_mp4_frames", "require_moviepy", "video_fps"]
 
@@ -22,12 +22,8 @@ log = logging.getLogger("rlightning")
 
 
 def require_moviepy(what: str) -> None:
-    """Raise a :class:`UserError` naming ``what`` needs moviepy when it is not installed."""
-    try:
-        import moviepy  # noqa: F401
-    except ImportError:
-        raise UserError(f"{what} needs the moviepy package to write MP4 files "
-                        "(pip install 'rlightning[video]' or pip install moviepy)") from None
+    """Raise a :class:`~rlightning_core.errors.MissingDependencyError` naming ``what`` when moviepy is missing."""
+    require("moviepy", pip="rlightning[video]", needed_by=what, note="moviepy writes the MP4 files")
 
 
 def video_fps(worker: Any, default: int = 30) -> int:

@@ -138,13 +138,11 @@ def _pick_metric(runs: list[Run], metric: str | None) -> str:
 @click.option("--title", default=None, help="Figure title (default: the metric).")
 def plot(run_dirs: tuple[str, ...], metric: str | None, output: str, title: str | None) -> int:
     """Plot learning curves of RUN_DIRs; runs that differ only in seed are averaged (mean ± std)."""
-    try:
-        import matplotlib
+    from rlightning_core.dependencies import import_module
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise UserError("rlightning plot needs matplotlib: pip install matplotlib") from None
+    matplotlib = import_module("matplotlib", pip="rlightning[plot]", needed_by="rlightning plot")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
 
     runs = [load_run(d) for d in run_dirs]
     chosen = _pick_metric(runs, metric)

@@ -12,6 +12,7 @@ from typing import Any
 from attrs import Factory, define, field
 
 from rlightning_core.config.validators import device_spec, ge, gt, one_of
+from rlightning_core.dependencies import require
 
 __all__ = [
     "BufferConfig",
@@ -125,11 +126,21 @@ class EngineConfig(ComponentConfig):
     """Episodes per evaluation, with deterministic actions."""
 
 
+def _ray_installed(_inst: Any, _attr: Any, value: Any) -> None:
+    if value == "ray":  # refused when the config is read (validate, --dry-run), not when the run starts
+        require("ray", pip="rlightning[ray]", needed_by="Ray mode")
+
+
+def _moviepy_installed(_inst: Any, _attr: Any, value: Any) -> None:
+    if value is not None:
+        require("moviepy", pip="rlightning[video]", needed_by="training videos (logging.video_every)")
+
+
 @define(frozen=True, kw_only=True)
 class ClusterConfig:
     """Where workers run: in this process, or as Ray actors. The same config trains either way."""
 
-    mode: str = field(default="local", validator=one_of("local", "ray"))
+    mode: str = field(default="local", validator=[one_of("local", "ray"), _ray_installed])
     """``local``: plain objects in one process (deterministic, debuggable). ``ray``: actors on a cluster."""
     address: str | None = None
     """Join this existing Ray cluster (``auto`` or ``host:port``); ``null`` starts a local one."""
@@ -216,7 +227,7 @@ class LoggingConfig:
     """Show a progress bar on the terminal (only when it is a TTY)."""
     level: str = field(default="INFO", validator=one_of("DEBUG", "INFO", "WARNING", "ERROR"))
     """Python logging level of rlightning's own messages."""
-    video_every: int | None = field(default=None, validator=ge(1))
+    video_every: int | None = field(default=None, validator=[ge(1), _moviepy_installed])
     """Every N iterations, record one deterministic episode per env config as ``RUN_DIR/videos/iter_<N>.mp4``
     (headless ``rgb_array`` rendering on separate env instances; needs moviepy) and attach it to loggers
     that take videos (``tensorboard``, ``wandb``, ``mlflow``) and to ``on_video`` hooks (``null``: never)."""

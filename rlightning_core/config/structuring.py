@@ -23,6 +23,12 @@ from cattrs.errors import (
     IterableValidationNote,
 )
 
+from rlightning_core.errors import MissingDependencyError
+
+#: What a validator or ``__attrs_post_init__`` raises to report a problem (collected with the field's path).
+#: A :class:`MissingDependencyError` is one: a plugin refuses params whose env needs an uninstalled package.
+_VALIDATION_ERRORS = (TypeError, ValueError, MissingDependencyError)
+
 __all__ = ["OverrideValue", "converter", "structure", "unstructure"]
 
 T = TypeVar("T")
@@ -113,7 +119,7 @@ def _attrs_hook_factory(cls: type) -> Any:
             with _ValidatorsOff():
                 try:
                     obj = cls(**{(f.alias or f.name): values[f.name] for f in fields if f.name in values})
-                except (TypeError, ValueError) as exc:  # __attrs_post_init__ cross-field checks
+                except _VALIDATION_ERRORS as exc:  # __attrs_post_init__ cross-field checks
                     raise ClassValidationError(f"While structuring {cls.__name__}", [exc], cls) from None
             target: Any = obj
         else:
@@ -123,7 +129,7 @@ def _attrs_hook_factory(cls: type) -> Any:
                 if f.validator is not None and f.name in values:
                     try:
                         f.validator(target, f, values[f.name])
-                    except (TypeError, ValueError) as exc:
+                    except _VALIDATION_ERRORS as exc:
                         errors.append(_noted(exc, cls, f.name, f.type))
         if errors:
             raise ClassValidationError(f"While structuring {cls.__name__}", errors, cls)
@@ -185,7 +191,7 @@ def join(path: str, key: str | int) -> str:
 
 def _message(exc: BaseException) -> str:
     text = str(exc).strip()
-    if isinstance(exc, TypeError | ValueError) and text:
+    if isinstance(exc, _VALIDATION_ERRORS) and text:
         return text
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 

@@ -8,7 +8,6 @@ import time
 from typing import Any
 
 from rlightning_core.config.schema import ClusterConfig, MainConfig
-from rlightning_core.errors import UserError
 
 __all__ = ["RayCluster", "import_ray", "required_cpus"]
 
@@ -38,11 +37,9 @@ def quiet_auth_notice() -> None:
 
 def import_ray() -> Any:
     """``ray``, or a clear error telling how to install it."""
-    try:
-        import ray
-    except ImportError:
-        raise UserError("cluster.mode: ray needs Ray; install it with: pip install 'rlightning[ray]'") from None
-    return ray
+    from rlightning_core.dependencies import import_module
+
+    return import_module("ray", pip="rlightning[ray]", needed_by="Ray mode")
 
 
 def required_cpus(config: MainConfig) -> float:

@@ -92,4 +92,5 @@ def test_plot_without_matplotlib_is_a_user_error(tmp_path):
     run = make_run(tmp_path, "ppo", 0, 0.0)
     proc = rl("plot", str(run), "-o", str(tmp_path / "x.png"), pre="import sys; sys.modules['matplotlib'] = None")
     assert proc.returncode == 2
-    assert "rlightning plot needs matplotlib: pip install matplotlib" in proc.stderr
+    assert "rlightning plot needs the Python module 'matplotlib', which is not installed" in proc.stderr
+    assert "pip install 'rlightning[plot]'" in proc.stderr

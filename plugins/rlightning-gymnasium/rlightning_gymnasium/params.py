@@ -130,16 +130,21 @@ def _to_wrapper_specs(value: Any) -> Any:
 def _env_id(_inst: Any, _attr: Any, value: Any) -> None:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"must be a Gymnasium env id such as 'CartPole-v1', got {value!r}")
-    if ":" in value:
-        return  # ``module:EnvId`` imports ``module`` (which registers the id) when the env is made
+    from rlightning_gymnasium.deps import check_env_dependencies
+
+    if ":" in value:  # ``module:EnvId`` imports ``module`` (which registers the id) when the env is made
+        check_env_dependencies(value)
+        return
     import gymnasium
 
     try:
         gymnasium.spec(value)
     except gymnasium.error.Error as exc:
+        check_env_dependencies(value)  # e.g. ``ALE/Pong-v5``, whose namespace ale_py registers
         raise ValueError(
             f"{exc} (an env registered by another package is written 'package_module:EnvId')"
         ) from None
+    check_env_dependencies(value)
 
 
 @define(frozen=True, kw_only=True)
@@ -147,7 +152,9 @@ class GymnasiumParams:
     """Options of the ``gymnasium`` env: which registered env, its kwargs, wrappers and vectorization."""
 
     id: str = field(validator=_env_id)
-    """Gymnasium env id (``CartPole-v1``), or ``module:EnvId`` to import the module that registers it."""
+    """Gymnasium env id (``CartPole-v1``), or ``module:EnvId`` to import the module that registers it. An id
+    whose family needs an optional package that is not installed (MuJoCo, Box2D, ALE) is refused with the
+    extra to install, e.g. ``pip install 'rlightning-gymnasium[mujoco]'``."""
     kwargs: dict[str, Any] = Factory(dict)
     """Keyword arguments of ``gymnasium.make`` for this env (e.g. ``{continuous: true}``)."""
     wrappers: list[WrapperSpec] = field(factory=list, converter=_to_wrapper_specs)

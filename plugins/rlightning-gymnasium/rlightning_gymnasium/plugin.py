@@ -20,6 +20,9 @@ def make_gymnasium_worker(
     render_mode: str | None = None,
 ) -> Any:
     """Build a :class:`~rlightning_gymnasium.worker.GymnasiumWorker` (a vector of ``num_envs`` envs)."""
+    from rlightning_gymnasium.deps import check_env_dependencies
+
+    check_env_dependencies(params.id, render_mode=render_mode)  # e.g. pygame, which only rendering needs
     from rlightning_gymnasium.worker import GymnasiumWorker
 
     return GymnasiumWorker(params, num_envs=num_envs, seed=seed, worker_index=worker_index,

@@ -20,6 +20,7 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, Vecto
 from gymnasium.vector.utils import concatenate, create_empty_array, iterate
 
 from rlightning_core.env.base import EpisodeStats, StepBatch
+from rlightning_gymnasium.deps import translate_import_error
 from rlightning_gymnasium.params import GymnasiumParams, resolve_wrapper
 from rlightning_gymnasium.state import env_state, load_env_state
 
@@ -38,7 +39,13 @@ def make_single_env(params: GymnasiumParams, render_mode: str | None = None) -> 
         kwargs["max_episode_steps"] = params.max_episode_steps
     if render_mode is not None:
         kwargs["render_mode"] = render_mode
-    env = gymnasium.make(params.id, **kwargs)
+    try:
+        env = gymnasium.make(params.id, **kwargs)
+    except ImportError as exc:  # a package the env imports is missing (one no extra of this plugin covers)
+        missing = translate_import_error(exc, params.id)
+        if missing is None:
+            raise
+        raise missing from None
     for spec in params.wrappers:
         env = resolve_wrapper(spec.type)(env, **spec.kwargs)
     return env

@@ -39,7 +39,12 @@ def test_id_is_required_and_checked() -> None:
     assert problems({}) == ["env[0].params.id: required key is missing"]
     (line,) = problems({"id": "CartPol-v1"})
     assert line.startswith("env[0].params.id: ") and "CartPole" in line
-    assert problems({"id": "some_package:SomeEnv-v0"}) == []  # imported (and checked) when the env is made
+    # ``module:EnvId``: the id is checked when the env is made (importing the module registers it), but a
+    # module that is not installed is refused now, with what to install.
+    assert problems({"id": "gymnasium.envs.classic_control:CartPole-v1"}) == []
+    assert problems({"id": "some_package:SomeEnv-v0"}) == [
+        "env[0].params.id: env 'some_package:SomeEnv-v0' needs the Python module 'some_package', which is not "
+        "installed; install it with: pip install some-package"]
 
 
 def test_unknown_wrapper_names_the_options() -> None:

@@ -6,6 +6,8 @@ from typing import Any
 
 from attrs import Factory, define, field
 
+from rlightning_core.dependencies import require
+
 __all__ = ["MlflowParams"]
 
 
@@ -38,3 +40,10 @@ class MlflowParams:
     """Record the resolved config (``RUN_DIR/config.yaml``) as run params, one per leaf (``policy.params.lr``)."""
     log_videos: bool = True
     """Attach the MP4s of ``logging.video_every`` as run artifacts under ``videos/``."""
+
+    def __attrs_post_init__(self) -> None:
+        # Requirements of this plugin, so missing only from a partial install (``pip install --no-deps``):
+        # refused when the config is read, with the command that completes the install.
+        for module, pip in (("mlflow", "mlflow-skinny>=2.12"), ("sqlalchemy", "sqlalchemy>=1.4,<3"),
+                            ("alembic", "alembic>=1.8,<2")):
+            require(module, pip=pip, needed_by="logger 'mlflow'")

@@ -25,17 +25,13 @@ def _env_module(_inst: Any, _attr: Any, value: Any) -> None:
             "must name a PettingZoo env module, 'pettingzoo.<family>.<name>_v<N>' (e.g. "
             f"'pettingzoo.butterfly.pistonball_v6') or 'mpe2.<name>_v<N>' (e.g. 'mpe2.simple_spread_v3'), got {value!r}"
         )
-    import importlib.util
+    from rlightning_core.dependencies import is_installed
+    from rlightning_pettingzoo.deps import check_env_dependencies
 
-    try:
-        found = importlib.util.find_spec(value)
-    except ModuleNotFoundError as exc:  # the package itself (pettingzoo, mpe2, a family) is missing
-        found, missing = None, exc.name
-    else:
-        missing = value
-    if found is None:
-        raise ValueError(f"cannot find the module {value!r} ({missing!r} is not installed or has no such env); "
-                         "MPE tasks live in the mpe2 package: pip install mpe2")
+    check_env_dependencies(value)  # the family's packages (pymunk for butterfly ...), named with the extra
+    if not is_installed(value):
+        raise ValueError(f"cannot find the module {value!r}: no such env (check the name and its version "
+                         "suffix); MPE tasks live in the mpe2 package, e.g. 'mpe2.simple_spread_v3'")
 
 
 def _kwargs(_inst: Any, _attr: Any, value: Any) -> None:
@@ -50,6 +46,7 @@ class PettingZooParams:
 
     env: str = field(validator=_env_module)
     """Module of the env, whose ``parallel_env(**kwargs)`` builds one copy: ``mpe2.simple_spread_v3``,
-    ``pettingzoo.butterfly.pistonball_v6`` ..."""
+    ``pettingzoo.butterfly.pistonball_v6`` ... A family whose packages are not installed is refused with the
+    extra to install, e.g. ``pip install 'rlightning-pettingzoo[butterfly]'``."""
     kwargs: dict[str, Any] = field(default=Factory(dict), validator=_kwargs)
     """Keyword arguments of ``parallel_env`` (e.g. ``{N: 3, max_cycles: 25}`` for simple_spread)."""

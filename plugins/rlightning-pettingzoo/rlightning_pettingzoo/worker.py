@@ -20,6 +20,7 @@ import numpy as np
 
 from rlightning_core.env.base import EpisodeStats, StepBatch
 from rlightning_core.errors import UserError
+from rlightning_pettingzoo.deps import translate_import_error
 from rlightning_pettingzoo.params import ENV_MODULE_PATTERN, PettingZooParams
 
 __all__ = ["PettingZooWorker", "make_parallel_env"]
@@ -29,7 +30,13 @@ def make_parallel_env(params: PettingZooParams, render_mode: str | None = None) 
     """One copy of the parallel env named by ``params.env``."""
     if not ENV_MODULE_PATTERN.match(params.env):  # params built without validation (attrs.evolve, tests)
         raise UserError(f"env.params.env: {params.env!r} is not a PettingZoo env module")
-    module = importlib.import_module(params.env)
+    try:
+        module = importlib.import_module(params.env)
+    except ModuleNotFoundError as exc:  # a package the env imports and that no extra of this plugin covers
+        missing = translate_import_error(exc, params.env)
+        if missing is None:
+            raise
+        raise missing from None
     if not hasattr(module, "parallel_env"):
         raise UserError(f"env.params.env: module {params.env!r} has no parallel_env(); name a PettingZoo env")
     kwargs = dict(params.kwargs)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from attrs import define, field
 
 from rlightning_core.config.validators import ge, gt, in_range, one_of
+from rlightning_core.dependencies import require
 
 __all__ = ["RslRlPPOParams"]
 
@@ -67,3 +68,9 @@ class RslRlPPOParams:
     """Target KL of the adaptive schedule."""
     normalize_advantage_per_mini_batch: bool = False
     """Normalize advantages per minibatch instead of over the whole rollout."""
+
+    def __attrs_post_init__(self) -> None:
+        # Requirements of this plugin, so missing only from a partial install (``pip install --no-deps``):
+        # refused when the config is read, with the command that completes the install.
+        require("rsl_rl", pip="rsl-rl-lib>=5.0,<6", needed_by="policy 'rsl_rl_ppo'")
+        require("tensordict", pip="tensordict>=0.7", needed_by="policy 'rsl_rl_ppo'")

@@ -8,6 +8,7 @@ from typing import Any
 from attrs import define, field
 
 from rlightning_core.config.validators import gt
+from rlightning_core.dependencies import require
 
 __all__ = ["TensorBoardParams"]
 
@@ -35,3 +36,8 @@ class TensorBoardParams:
     video_max_frames: int = field(default=100, validator=gt(0))
     """Training videos (``logging.video_every``) are shown as animated GIFs of at most this many frames
     (every k-th frame of the MP4); the MP4 in ``RUN_DIR/videos`` keeps every frame."""
+
+    def __attrs_post_init__(self) -> None:
+        # Requirements of this plugin, so missing only from a partial install (``pip install --no-deps``):
+        # refused when the config is read, with the command that completes the install.
+        require("tensorboard", pip="tensorboard>=2.10", needed_by="logger 'tensorboard'")

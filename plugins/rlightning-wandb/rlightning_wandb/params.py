@@ -5,6 +5,7 @@ from __future__ import annotations
 from attrs import Factory, define, field
 
 from rlightning_core.config.validators import one_of
+from rlightning_core.dependencies import require
 
 __all__ = ["WandbParams"]
 
@@ -36,3 +37,8 @@ class WandbParams:
     """Record the resolved rlightning config (``RUN_DIR/config.yaml``) as the W&B run config."""
     console: bool = False
     """Let wandb capture the terminal output into the run (off by default: rlightning's log stays as is)."""
+
+    def __attrs_post_init__(self) -> None:
+        # Requirements of this plugin, so missing only from a partial install (``pip install --no-deps``):
+        # refused when the config is read, with the command that completes the install.
+        require("wandb", pip="wandb>=0.19", needed_by="logger 'wandb'")

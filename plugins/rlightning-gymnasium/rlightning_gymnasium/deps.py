@@ -1,0 +1,105 @@
+"""Which optional packages a Gymnasium env needs, told from Gymnasium's registry without importing the env.
+
+Gymnasium registers every id of its own families (MuJoCo, Box2D, ...) whether or not their packages are
+installed; an id's entry point (``gymnasium.envs.mujoco.hopper_v5:HopperEnv``) says which family it belongs
+to, and :func:`importlib.util.find_spec` says whether that family's packages are importable. So a config
+naming ``Hopper-v5`` is refused when it is read (``rlightning config validate``, ``train --dry-run``), with the
+extra of this plugin that installs what is missing.
+"""
+
+from __future__ import annotations
+
+from rlightning_core.dependencies import is_installed, pip_name, require
+from rlightning_core.errors import MissingDependencyError
+
+__all__ = ["EXTRAS", "check_env_dependencies", "entry_point_module", "translate_import_error"]
+
+_DIST = "rlightning-gymnasium"
+
+
+#: Env families: (entry-point module prefix, modules an env of it imports, extra of this plugin, note).
+EXTRAS: tuple[tuple[str, tuple[str, ...], str, str | None], ...] = (
+    ("gymnasium.envs.mujoco", ("mujoco",), "mujoco", None),
+    ("gymnasium.envs.box2d", ("Box2D", "pygame"), "box2d",
+     "where no Box2D wheel fits the platform it builds from source, which needs swig: pip install swig"),
+    ("ale_py", ("ale_py",), "atari", None),
+)
+
+#: Families whose envs import pygame only to render (a ``render_mode``, e.g. for videos).
+_RENDER_WITH_PYGAME = ("gymnasium.envs.classic_control", "gymnasium.envs.toy_text", "gymnasium.envs.phys2d")
+
+#: Env-id namespaces that a package registers when imported (``ALE/Pong-v5`` needs ``ale_py``).
+_NAMESPACES = {"ALE": "ale_py"}
+
+
+def _in_family(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def entry_point_module(env_id: str) -> str | None:
+    """The module that builds ``env_id`` (``module:EnvId`` names it; else the registry's entry point).
+
+    ``None`` when the id is not registered or its entry point is a callable rather than a string.
+    """
+    if ":" in env_id:
+        return env_id.split(":", 1)[0]
+    import gymnasium
+
+    try:
+        entry = gymnasium.spec(env_id).entry_point
+    except gymnasium.error.Error:
+        return None
+    return entry.split(":", 1)[0] if isinstance(entry, str) else None
+
+
+def _requirement(top: str) -> str:
+    """The pip requirement that installs top-level module ``top``: this plugin's extra where one has it."""
+    for prefix, modules, extra, _note in EXTRAS:
+        if top in modules or _in_family(top, prefix):
+            return f"{_DIST}[{extra}]"
+    return pip_name(top)
+
+
+def check_env_dependencies(env_id: str, render_mode: str | None = None) -> None:
+    """Raise :class:`MissingDependencyError` when an optional package that ``env_id`` needs is not installed.
+
+    Args:
+        env_id: a Gymnasium id (``Hopper-v5``) or ``module:EnvId``.
+        render_mode: the render mode the env is built with; rendering classic-control and toy-text envs
+            needs pygame.
+    """
+    needed_by = f"env {env_id!r}"
+    namespace = env_id.split("/", 1)[0] if "/" in env_id and ":" not in env_id else None
+    if namespace in _NAMESPACES and not is_installed(_NAMESPACES[namespace]):
+        top = _NAMESPACES[namespace]
+        raise MissingDependencyError(top, _requirement(top), needed_by)
+    module = entry_point_module(env_id)
+    if module is None:
+        return
+    top = module.split(".", 1)[0]
+    if not is_installed(top):  # ``some_package:EnvId`` whose package is missing
+        raise MissingDependencyError(top, _requirement(top), needed_by)
+    for prefix, modules, extra, note in EXTRAS:
+        if _in_family(module, prefix):
+            require(modules, pip=f"{_DIST}[{extra}]", needed_by=needed_by, note=note)
+    if render_mode is not None and any(_in_family(module, p) for p in _RENDER_WITH_PYGAME):
+        require("pygame", pip="rlightning[video]", needed_by=f"rendering env {env_id!r}")
+
+
+def translate_import_error(exc: BaseException, env_id: str) -> MissingDependencyError | None:
+    """The :class:`MissingDependencyError` behind an import that failed while making ``env_id``, or ``None``.
+
+    Gymnasium wraps a missing package in ``DependencyNotInstalled`` (an ``ImportError``) whose cause is the
+    ``ModuleNotFoundError``; both are looked through.
+    """
+    from rlightning_core.dependencies import missing_dependency
+
+    for candidate in (exc, exc.__cause__, exc.__context__):
+        if candidate is None:
+            continue
+        name = getattr(candidate, "name", None)
+        top = name.split(".", 1)[0] if isinstance(name, str) else None
+        err = missing_dependency(candidate, needed_by=f"env {env_id!r}", pip=_requirement(top) if top else None)
+        if err is not None:
+            return err
+    return None
