@@ -11,6 +11,7 @@ from rlightning_core._version import PLUGIN_API_VERSION, __version__
 from rlightning_core.errors import (
     ConfigError,
     DuplicateComponentError,
+    MissingDependencyError,
     PluginLoadError,
     RlightningError,
     UnknownComponentError,
@@ -58,6 +59,7 @@ __all__ = [
     "LoggerConfig",
     "LoggingConfig",
     "MainConfig",
+    "MissingDependencyError",
     "PluginLoadError",
     "PolicyConfig",
     "PreprocessorConfig",
