@@ -12,6 +12,7 @@ __all__ = [
     "ConfigError",
     "DuplicateComponentError",
     "PluginLoadError",
+    "PreprocessFnError",
     "RlightningError",
     "UnknownComponentError",
     "UserError",
@@ -62,6 +63,14 @@ class DuplicateComponentError(UserError):
         self.kind = kind
         self.name = name
         super().__init__(message)
+
+
+class PreprocessFnError(UserError):
+    """A function given to a builder raised, or returned observations the run cannot use.
+
+    Raised for ``build_env_group(preprocess_fn=...)`` and plain-function preprocessors; the message names the
+    function and the env config. It stops the run (it is not an env failure: recreating the env would not help).
+    """
 
 
 class PluginLoadError(RlightningError):
