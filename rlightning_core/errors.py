@@ -14,6 +14,7 @@ __all__ = [
     "DuplicateComponentError",
     "MissingDependencyError",
     "PluginLoadError",
+    "PreprocessFnError",
     "RlightningError",
     "UnknownComponentError",
     "UserError",
@@ -104,6 +105,13 @@ class MissingDependencyError(UserError):
 
     def __reduce__(self) -> tuple[type, tuple[str, str, str, str | None]]:  # survives pickling (Ray, processes)
         return type(self), (self.module, self.requirement, self.needed_by, self.note)
+
+class PreprocessFnError(UserError):
+    """A function given to a builder raised, or returned observations the run cannot use.
+
+    Raised for ``build_env_group(preprocess_fn=...)`` and plain-function preprocessors; the message names the
+    function and the env config. It stops the run (it is not an env failure: recreating the env would not help).
+    """
 
 
 class PluginLoadError(RlightningError):

@@ -14,11 +14,21 @@ __all__ = ["evaluate_checkpoint"]
 
 
 def evaluate_checkpoint(path: str | Path, *, episodes: int = 10, seed: int | None = None, best: bool = False,
-                        video_dir: str | Path | None = None) -> dict[str, Any]:
+                        video_dir: str | Path | None = None, obs_preprocessor: Any = None,
+                        reward_preprocessor: Any = None, preprocess_fn: Any = None) -> dict[str, Any]:
     """Mean/std return of the policy in ``path`` (run dir, checkpoints dir or checkpoint file).
 
     The config saved in the checkpoint's manifest rebuilds envs, policy and preprocessors; evaluation envs
     are seeded from ``seed`` (default: the run's seed), so repeated calls give the same numbers.
+
+    A run assembled with the builders may have used what no config holds; pass the same here:
+    ``obs_preprocessor`` / ``reward_preprocessor`` (``build_data_buffer``'s: their saved statistics are loaded
+    into them) and ``preprocess_fn`` (``build_env_group``'s). The manifest lists them, so a checkpoint that
+    needs them and does not get them is refused (the policy would be evaluated on other inputs than it
+    learned on).
+
+    Raises:
+        UserError: no checkpoint there, or it needs ``preprocessors`` / ``preprocess_fn`` that were not passed.
     """
     from rlightning_core.builders import build_policy_group
     from rlightning_core.checkpoint.manager import CheckpointManager, resolve_checkpoint, to_numpy_tree
@@ -39,21 +49,30 @@ def evaluate_checkpoint(path: str | Path, *, episodes: int = 10, seed: int | Non
         raise UserError(f"{file}: the checkpoint carries no config (written by an older rlightning?)")
     config = load_config_dict(yaml.safe_load(manifest["config_yaml"]), source=f"{file} (saved config)")
     state["preprocessors"] = to_numpy_tree(state["preprocessors"])
+    from rlightning_core.preprocess.functions import as_preprocessor
+
+    given = [p for p in (as_preprocessor(obs_preprocessor, "obs_preprocessor", "evaluate_checkpoint"),
+                         as_preprocessor(reward_preprocessor, "reward_preprocessor", "evaluate_checkpoint"))
+             if p is not None]
+    preprocessors = given or None
+    _check_builder_inputs(file, manifest, config, state, preprocessors, preprocess_fn)
     plugins = get_plugins()
     run_seed = config.seed if seed is None else seed
 
     policy_group = build_policy_group(config.policy.type, config.policy, config.cluster)
     render_mode = "rgb_array" if video_dir is not None else None
     probe = Evaluator(config.env, policy=None, episodes=episodes, seed=run_seed,  # type: ignore[arg-type]
-                      registry=plugins.registry, render_mode=render_mode)
+                      registry=plugins.registry, render_mode=render_mode, preprocess_fn=preprocess_fn)
     policy_group.materialize(probe.group.observation_space, probe.group.action_space, seed=config.seed)
     policy_group.load_state_dict(state["policy"])
-    preprocessors = []
-    for pc, pstate in zip(config.preprocessors, state["preprocessors"], strict=True):
-        spec = plugins.registry.resolve("preprocessor", pc.type)
-        pre = spec.build(pc.params, observation_space=probe.group.observation_space, num_envs=episodes)
+    if preprocessors is None:
+        preprocessors = []
+        for pc in config.preprocessors:
+            spec = plugins.registry.resolve("preprocessor", pc.type)
+            preprocessors.append(spec.build(pc.params, observation_space=probe.group.observation_space,
+                                            num_envs=episodes))
+    for pre, pstate in zip(preprocessors, state["preprocessors"], strict=True):
         pre.load_state_dict(pstate)
-        preprocessors.append(pre)
     assert policy_group.rollout is not None
     probe.policy, probe.preprocessors = policy_group.rollout, preprocessors
     writers: dict[int, Mp4Writer] = {}
@@ -75,3 +94,25 @@ def evaluate_checkpoint(path: str | Path, *, episodes: int = 10, seed: int | Non
     returns_std = metrics["eval/episode_return_std"]
     return {"checkpoint": str(file), "episodes": episodes * len(config.env),
             "mean": metrics["eval/episode_return_mean"], "std": returns_std, "metrics": metrics}
+
+
+def _check_builder_inputs(file: Path, manifest: dict[str, Any], config: Any, state: dict[str, Any],
+                          preprocessors: list[Any] | None, preprocess_fn: Any) -> None:
+    """Refuse a checkpoint whose run used builder-only inputs (see :func:`evaluate_checkpoint`) not passed now."""
+    training = manifest.get("training_config") or {}
+    fns = sorted(f"{k.removesuffix('.preprocess_fn')}: {v}" for k, v in training.items()
+                 if k.endswith(".preprocess_fn"))
+    if fns and preprocess_fn is None:
+        raise UserError(f"{file}: the run passed its observations through build_env_group(preprocess_fn=...) "
+                        f"({'; '.join(fns)}), which no config holds; evaluate it from Python with "
+                        "rlightning_core.evaluate.evaluate_checkpoint(path, preprocess_fn=...)")
+    saved = len(state["preprocessors"])
+    have = len(preprocessors) if preprocessors is not None else len(config.preprocessors)
+    if saved != have:
+        names = [str(training.get(f"preprocessors[{i}].function", training.get(f"preprocessors[{i}].type", "?")))
+                 for i in range(saved)]
+        given = "were passed" if preprocessors is not None else "are in its saved config"
+        raise UserError(f"{file}: the checkpoint holds the state of {saved} preprocessor(s) ({', '.join(names)}) "
+                        f"but {have} {given}; a run that passed preprocessors to build_data_buffer is evaluated "
+                        "from Python with the same ones: evaluate_checkpoint(path, obs_preprocessor=..., "
+                        "reward_preprocessor=...)")

@@ -29,8 +29,8 @@ from rlightning_core.config.schema import MainConfig
 from rlightning_core.config.structuring import unstructure
 from rlightning_core.logging.hub import MetricsHub
 
-__all__ = ["RunContext", "StopRequest", "build_manifest", "config_hash", "default_run_dir", "graceful_stop",
-           "prepare_run"]
+__all__ = ["RunContext", "StopRequest", "build_manifest", "config_changes", "config_hash", "default_run_dir",
+           "graceful_stop", "prepare_run", "training_config"]
 
 log = logging.getLogger("rlightning")
 
@@ -79,12 +79,65 @@ def training_fields(config: MainConfig) -> dict[str, Any]:
 
 def config_hash(config: MainConfig) -> str:
     """sha256 of the training-relevant config (stable across key order and resumable changes)."""
-    blob = json.dumps(training_fields(config), sort_keys=True, default=str)
+    return _fields_hash(training_fields(config))
+
+
+def _fields_hash(fields: dict[str, Any]) -> str:
+    blob = json.dumps(fields, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def build_manifest(config: MainConfig, plugins: Any) -> dict[str, Any]:
-    """What a checkpoint was made with: versions, components' providers, config hash, seed ledger."""
+def training_config(config: MainConfig, *, preprocessors: list[Any] | None = None,
+                    preprocess_fns: list[Any] | None = None) -> dict[str, Any]:
+    """:func:`training_fields` of ``config`` plus what the builders were given beside it.
+
+    Args:
+        config: the run's config.
+        preprocessors: the preprocessors passed to ``build_data_buffer`` (``None``: the config's were used); they
+            replace ``preprocessors[...]``, named by :func:`~rlightning_core.preprocess.functions.
+            describe_preprocessor`.
+        preprocess_fns: per env config, the ``build_env_group(preprocess_fn=...)`` function or ``None``; each one
+            given is ``env[c].preprocess_fn: "module.qualname"``.
+    """
+    fields = training_fields(config)
+    if preprocessors is not None:
+        from rlightning_core.preprocess.functions import describe_preprocessor
+
+        fields = {k: v for k, v in fields.items() if not (k == "preprocessors" or k.startswith("preprocessors["))}
+        fields.update(_flatten([describe_preprocessor(p) for p in preprocessors], "preprocessors"))
+    if preprocess_fns:
+        from rlightning_core.env.preprocess_fn import callable_name
+
+        fields.update({f"env[{c}].preprocess_fn": callable_name(fn) for c, fn in enumerate(preprocess_fns)
+                       if fn is not None})
+    return fields
+
+
+def config_changes(saved: Any, current: Any, limit: int = 8) -> list[str]:
+    """The ``training_config`` keys two manifests disagree on, one line each (``[]`` when one lacks it)."""
+    old, new = (m.get("training_config") if isinstance(m, dict) else None for m in (saved, current))
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return []
+    absent = object()
+    keys = sorted(k for k in old.keys() | new.keys() if old.get(k, absent) != new.get(k, absent))
+
+    def shown(fields: dict[str, Any], key: str) -> str:
+        return repr(fields[key]) if key in fields else "absent"
+
+    lines = [f"{k}: {shown(old, k)} in the checkpoint, {shown(new, k)} now" for k in keys[:limit]]
+    if len(keys) > limit:
+        lines.append(f"... and {len(keys) - limit} more")
+    return lines
+
+
+def build_manifest(config: MainConfig, plugins: Any, *, preprocessors: list[Any] | None = None,
+                   preprocess_fns: list[Any] | None = None) -> dict[str, Any]:
+    """What a checkpoint was made with: versions, components' providers, config hash, seed ledger.
+
+    ``preprocessors`` / ``preprocess_fns``: what the builders were given beside the config (see
+    :func:`training_config`); the config hash covers them, so a resume without them is refused.
+    """
+    training = training_config(config, preprocessors=preprocessors, preprocess_fns=preprocess_fns)
     components = {}
     for path, kind, comp in component_slots(config):
         spec = plugins.registry.resolve(kind, comp.type)
@@ -96,8 +149,8 @@ def build_manifest(config: MainConfig, plugins: Any) -> dict[str, Any]:
         "plugin_api": PLUGIN_API_VERSION,
         "plugins": {p.distribution: p.version for p in plugins.plugins if p.status == "loaded"},
         "components": components,
-        "config_hash": config_hash(config),
-        "training_config": {k: v for k, v in training_fields(config).items()},
+        "config_hash": _fields_hash(training),
+        "training_config": training,
         "seed_ledger": {
             "seed": config.seed,
             "derivation": "numpy SeedSequence([seed, *keys]): env worker (1, config, worker), eval env "
@@ -148,8 +201,13 @@ class RunContext:
 
 
 def prepare_run(config: MainConfig, run_dir: str | Path | None = None, *, plugins: Any = None,
-                resume: bool = False) -> RunContext:
-    """Create (or reopen, when resuming) the run directory, save the config, build the loggers."""
+                resume: bool = False, preprocessors: list[Any] | None = None,
+                preprocess_fns: list[Any] | None = None) -> RunContext:
+    """Create (or reopen, when resuming) the run directory, save the config, build the loggers.
+
+    ``preprocessors`` / ``preprocess_fns``: what the builders were given beside the config, for the manifest
+    (:func:`build_manifest`).
+    """
     if plugins is None:
         from rlightning_core.plugins import get_plugins
 
@@ -163,7 +221,8 @@ def prepare_run(config: MainConfig, run_dir: str | Path | None = None, *, plugin
         loggers.append(spec.build(lc.params, run_dir=path))
     hub = MetricsHub(path, loggers, plugins)
     return RunContext(run_dir=path, config=config, hub=hub, plugins=plugins,
-                      manifest=build_manifest(config, plugins), resumed=resume)
+                      manifest=build_manifest(config, plugins, preprocessors=preprocessors,
+                                              preprocess_fns=preprocess_fns), resumed=resume)
 
 
 # ------------------------------------------------------------------------------------------------------------

@@ -126,17 +126,21 @@ class EpisodeVideoRecorder:
         directory: where the files go (``RUN_DIR/videos``).
         seed: seed of the video envs' episodes (video ``k`` uses ``derive_seed(seed, 2, config, k)``).
         registry: the plugin registry the env types resolve against.
+        preprocess_fn: the training envs' ``build_env_group(preprocess_fn=...)`` (one fn, or one per env config),
+            applied to the video envs' observations too.
     """
 
     def __init__(self, env_cfgs: Sequence[Any], preprocessors: Sequence[Any], directory: str | Path, *,
-                 seed: int, registry: Any = None) -> None:
+                 seed: int, registry: Any = None, preprocess_fn: Any = None) -> None:
         from rlightning_core.engine.evaluation import Evaluator
+        from rlightning_core.env.preprocess_fn import per_config
 
         require_moviepy("logging.video_every")
         self.directory = Path(directory)
+        fns = per_config(preprocess_fn, len(env_cfgs))
         self.evaluators = [Evaluator([cfg], policy=None, preprocessors=preprocessors, episodes=1,  # type: ignore[arg-type]
-                                     seed=seed, registry=registry, render_mode="rgb_array")
-                           for cfg in env_cfgs]
+                                     seed=seed, registry=registry, render_mode="rgb_array", preprocess_fn=fn)
+                           for cfg, fn in zip(env_cfgs, fns, strict=True)]
         self.labels = [ev.group.labels[0] for ev in self.evaluators]
 
     def record(self, policy: Any, name: str) -> list[tuple[str, Path, int]]:

@@ -29,7 +29,8 @@ class EnvRunnerActor(CollectiveMember):
     """
 
     def __init__(self, env_cfg: Any, *, selection: Sequence[str], num_envs: int, seed: int, worker_index: int,
-                 label: str, column: int, num_threads: int = 1) -> None:
+                 label: str, column: int, num_threads: int = 1, preprocess_fn: Any = None,
+                 config_index: int = 0) -> None:
         # torch is imported by the first call that needs it (:meth:`build_rollout_policy`), not here: the driver
         # learns the spaces ~2 s of CPU sooner and the learner builds while this process imports torch; with a
         # torch-free rollout copy (``light``) this process never imports it
@@ -39,6 +40,11 @@ class EnvRunnerActor(CollectiveMember):
         self.plugins = _load_plugins(selection)
         spec = self.plugins.registry.resolve("env", env_cfg.type)
         self.worker = spec.build(env_cfg.params, num_envs=num_envs, seed=seed, worker_index=worker_index)
+        if preprocess_fn is not None:
+            from rlightning_core.env.preprocess_fn import with_preprocess_fn
+
+            self.worker = with_preprocess_fn(self.worker, preprocess_fn,
+                                             f"env[{config_index}] ({label}) worker {worker_index}")
         self._limit_torch_threads(only_if_imported=True)
         self.label, self.column = label, column
         self.runner: Any = None
@@ -100,17 +106,26 @@ class EnvRunnerActor(CollectiveMember):
         """
         from rlightning_core.env.runner import EnvRunner
 
-        reg = self.plugins.registry
         prebuilt, self._prebuilt = self._prebuilt, None
         if prebuilt is not None and prebuilt[0] == (policy_cfg, int(policy_seed), bool(light)):
             policy = prebuilt[1]
         else:
             policy = self._build_policy(policy_cfg, policy_seed, light)
-        pre = [reg.resolve("preprocessor", pc.type).build(pc.params, observation_space=self.worker.observation_space,
-                                                          num_envs=self.worker.num_envs)
-               for pc in preprocessor_cfgs]
-        self.runner = EnvRunner(self.worker, policy, pre, column=self.column, label=self.label,
-                                needs_next_obs=needs_next_obs)
+        self.runner = EnvRunner(self.worker, policy, self._preprocessors(preprocessor_cfgs), column=self.column,
+                                label=self.label, needs_next_obs=needs_next_obs)
+
+    def _preprocessors(self, sources: Sequence[Any]) -> list[Any]:
+        """This runner's own preprocessors, one per source, in order.
+
+        A source is a ``PreprocessorConfig`` (resolved through the registry) or ``(class, params)`` of one given
+        to ``build_data_buffer`` (built by the constructor contract ``class(params, observation_space=...,
+        num_envs=...)``: a fresh instance, whose statistics the driver merges like a configured one's).
+        """
+        space, n = self.worker.observation_space, self.worker.num_envs
+        reg = self.plugins.registry
+        return [src[0](src[1], observation_space=space, num_envs=n) if isinstance(src, tuple)
+                else reg.resolve("preprocessor", src.type).build(src.params, observation_space=space, num_envs=n)
+                for src in sources]
 
     def imports_torch(self) -> bool:
         """Whether torch is loaded in this process (a torch-free rollout copy keeps it out)."""
@@ -143,14 +158,10 @@ class EnvRunnerActor(CollectiveMember):
         old = getattr(self.runner, "policy", None)
         if isinstance(old, RemotePolicy):  # re-attached to a new server: let go of the old one's socket
             old.close()
-        reg = self.plugins.registry
         policy = RemotePolicy(server, half, observation_space=self.worker.observation_space,
                               action_space=self.worker.action_space, timeout_s=timeout_s, endpoint=where)
-        pre = [reg.resolve("preprocessor", pc.type).build(pc.params, observation_space=self.worker.observation_space,
-                                                          num_envs=self.worker.num_envs)
-               for pc in preprocessor_cfgs]
-        self.runner = EnvRunner(self.worker, policy, pre, column=self.column, label=self.label,
-                                needs_next_obs=needs_next_obs)
+        self.runner = EnvRunner(self.worker, policy, self._preprocessors(preprocessor_cfgs), column=self.column,
+                                label=self.label, needs_next_obs=needs_next_obs)
         self.runner._has_value = has_value  # the stand-in can always ask; only value-estimating policies do
 
     def uses_server_socket(self) -> bool:

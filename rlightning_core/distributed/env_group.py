@@ -53,18 +53,51 @@ def remote_class(ray: Any, cls: type, concurrency_groups: dict[str, int]) -> Any
     return _REMOTE_CLASSES[key]
 
 
+def _check_picklable(fns: Sequence[Any]) -> None:
+    """Raise ``TypeError`` naming a preprocess fn Ray could not send to the env actors (and what in it fails)."""
+    import io
+
+    from ray.util import inspect_serializability
+
+    from rlightning_core.env.preprocess_fn import callable_name
+
+    for c, fn in enumerate(fns):
+        if fn is None:
+            continue
+        ok, failures = inspect_serializability(fn, name=f"preprocess_fn[{c}]", print_file=io.StringIO())
+        if not ok:
+            parts = sorted(f"{_path(f)} ({type(f.obj).__name__})" for f in failures) or ["the function itself"]
+            raise TypeError(f"preprocess_fn for env[{c}] ({callable_name(fn)}) cannot be pickled for the Ray env "
+                            f"actors: {', '.join(parts)} cannot; use a function that refers only to picklable "
+                            "objects (a module-level function importable on the workers, or one defined in the "
+                            "script)")
+
+
+def _path(failure: Any) -> str:
+    path = getattr(failure, "path", None)
+    return " -> ".join(map(str, path)) if isinstance(path, tuple | list) else str(getattr(failure, "name", "?"))
+
+
 class RemoteEnvGroup:
     """Env workers as Ray actors.
 
     ``step_async`` / ``step_wait`` map onto actor futures, so all workers step in parallel; engines instead make
     each actor an env-runner (:meth:`EnvRunnerActor.setup_rollout`).
+
+    ``preprocess_fn`` (one function, or one per env config) is sent to every actor of its config, which wraps
+    its env worker with it (:mod:`rlightning_core.env.preprocess_fn`); each must pickle (checked here, before
+    Ray starts).
     """
 
     def __init__(self, env_cfgs: Sequence[EnvConfig], *, seed: int, cluster: ClusterConfig, plugins: Any,
-                 labels: Sequence[str] | None = None, num_threads: int = 1, plan: Any = None) -> None:
+                 labels: Sequence[str] | None = None, num_threads: int = 1, plan: Any = None,
+                 preprocess_fn: Any = None) -> None:
         from rlightning_core.distributed.cluster import RayCluster, import_ray
+        from rlightning_core.env.preprocess_fn import per_config
 
         self.ray = import_ray()
+        self._fns = per_config(preprocess_fn, len(env_cfgs))
+        _check_picklable(self._fns)
         need = sum(c.num_workers * c.num_cpus for c in env_cfgs) + cluster.train_workers * cluster.learner_num_cpus
         self.cluster_handle = RayCluster(cluster, need).start()
         self.plan = plan if plan is not None else PlacementPlan.from_parts(cluster, env_cfgs)
@@ -128,7 +161,8 @@ class RemoteEnvGroup:
         return remote.remote(slot.cfg, selection=self.selection, num_envs=slot.cfg.num_envs,
                              seed=actor_seed(self.seed, slot.config_index, slot.worker_index, slot.restarts),
                              worker_index=slot.worker_index, label=slot.label, column=slot.column,
-                             num_threads=self.num_threads)
+                             num_threads=self.num_threads, preprocess_fn=self._fns[slot.config_index],
+                             config_index=slot.config_index)
 
     def restart(self, index: int, *, close_first: bool = False) -> Any:
         """Replace the actor of worker ``index`` with a fresh one; returns the new handle.
@@ -171,6 +205,16 @@ class RemoteEnvGroup:
     def worker_indices(self) -> list[int]:
         """Index of every worker within its config."""
         return [s.worker_index for s in self.slots]
+
+    @property
+    def preprocess_fns(self) -> list[Any]:
+        """Per worker, the preprocess fn its actor applies (``None``: none)."""
+        return [self._fns[s.config_index] for s in self.slots]
+
+    @property
+    def config_preprocess_fns(self) -> list[Any]:
+        """Per env config, its preprocess fn (``None``: none)."""
+        return list(self._fns)
 
     @property
     def num_envs_per_worker(self) -> list[int]:

@@ -79,6 +79,11 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
                  rollout_steps: int) -> None:
         self.config = config
         self.plugins = plugins
+        # preprocessors given to build_data_buffer replace the config's; each runner builds its own copy of each
+        given = list(getattr(buffer, "preprocessors", None) or [])
+        self.preprocessors_given = bool(given)
+        self._preprocessor_sources: list[Any] = ([(type(p), p.params) for p in given] if given
+                                                 else list(config.preprocessors))
         self.policy_cfg = policy_group.policy_cfg
         self.backend_override = getattr(policy_group, "backend", "auto")  # build_policy_group(backend=...)
         cc = config.cluster
@@ -123,7 +128,8 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
         self.owns_env_group = not isinstance(env_group, RemoteEnvGroup)
         self.env_group = (RemoteEnvGroup(config.env, seed=config.seed, cluster=cc, plugins=plugins,
                                          labels=getattr(env_group, "labels", None),
-                                         num_threads=self.policy_cfg.num_threads, plan=PlacementPlan.for_run(config))
+                                         num_threads=self.policy_cfg.num_threads, plan=PlacementPlan.for_run(config),
+                                         preprocess_fn=getattr(env_group, "config_preprocess_fns", None))
                           if self.owns_env_group else env_group)
         # learner actor, with the buffer next to it: its process starts while the env actors start
         from rlightning_core.distributed.actors import LearnerActor
@@ -225,8 +231,8 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
         if self.sharded:
             self._bind_shards(list(range(len(self.env_group.actors))))
         self.startup["rollout_setup_s"] = clock() - t3
-        self.preprocessors = build_preprocessors(config, plugins.registry, self.observation_space,
-                                                 self.env_group.total_envs)
+        self.preprocessors = given or build_preprocessors(config, plugins.registry, self.observation_space,
+                                                          self.env_group.total_envs)
         # weight sync group
         t4 = clock()
         self._staging_refs: list[Any] = []
@@ -352,11 +358,11 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
             self._runner_server_gen[w] = self.server_restarts[server]
             # the server's socket, when runners may use one (a reference in a list: the runner resolves it)
             endpoint = [self.servers[server].open_endpoint.remote()] if self.config.cluster.local_channel else None
-            actor.setup_remote_rollout.remote(self.servers[server], half, list(self.config.preprocessors),
+            actor.setup_remote_rollout.remote(self.servers[server], half, self._preprocessor_sources,
                                               needs_next_obs=self.needs_next_obs, has_value=self._server_has_value,
                                               timeout_s=self.config.cluster.call_timeout_s, endpoint=endpoint)
             return
-        setup = actor.setup_rollout.remote(self.policy_cfg, list(self.config.preprocessors),
+        setup = actor.setup_rollout.remote(self.policy_cfg, self._preprocessor_sources,
                                            policy_seed=self._policy_seed(w), needs_next_obs=self.needs_next_obs,
                                            light=self._light)
         if self._channels is not None or self._line_node is not None:

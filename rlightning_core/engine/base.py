@@ -101,6 +101,11 @@ class BaseEngine(ABC):
         """Steps per env per iteration (``T``)."""
         return int(getattr(self.params, "rollout_steps", 1))
 
+    def preprocess_fns(self) -> list[Any]:
+        """Per env config, the env group's ``build_env_group(preprocess_fn=...)`` (``None`` where none)."""
+        fns = getattr(self.env_group, "config_preprocess_fns", None)
+        return list(fns) if fns is not None else [None] * len(self.config.env)
+
     def _make_execution(self, buffer: Any, preprocessors: list[Any] | None) -> Any:
         if self.config.cluster.mode == "ray":
             from rlightning_core.distributed.execution import RayExecution
@@ -130,7 +135,9 @@ class BaseEngine(ABC):
             from rlightning_core.video import require_moviepy
 
             require_moviepy("logging.video_every")
-        self.run_ctx = ctx = prepare_run(cfg, run_dir, plugins=self.plugins, resume=resume_from is not None)
+        given = self.preprocessors if getattr(self.execution, "preprocessors_given", False) else None
+        self.run_ctx = ctx = prepare_run(cfg, run_dir, plugins=self.plugins, resume=resume_from is not None,
+                                         preprocessors=given, preprocess_fns=self.preprocess_fns())
         if hasattr(self.execution, "attach_run_dir"):  # e.g. Ray mode's seed ledger (seeds.jsonl)
             self.execution.attach_run_dir(ctx.run_dir)
         self.checkpoints = CheckpointManager(ctx.run_dir / "checkpoints", keep_last=cfg.checkpoint.keep_last,
@@ -146,15 +153,18 @@ class BaseEngine(ABC):
             else:
                 seed_everything(cfg.seed)
                 self.execution.reset(cfg.seed)
+            fns = self.preprocess_fns()  # evaluation sees what training sees
             self.evaluator = Evaluator(cfg.env, self.execution.eval_policy(), self.preprocessors,
                                        episodes=cfg.engine.eval_episodes, seed=cfg.seed,
-                                       registry=self.plugins.registry, max_restarts=cfg.cluster.max_restarts)
+                                       registry=self.plugins.registry, max_restarts=cfg.cluster.max_restarts,
+                                       preprocess_fn=fns)
             if cfg.logging.video_every:
                 from rlightning_core.env.seeding import derive_seed
                 from rlightning_core.video import EpisodeVideoRecorder
 
                 self.video = EpisodeVideoRecorder(cfg.env, self.preprocessors, ctx.run_dir / "videos",
-                                                  seed=derive_seed(cfg.seed, 6), registry=self.plugins.registry)
+                                                  seed=derive_seed(cfg.seed, 6), registry=self.plugins.registry,
+                                                  preprocess_fn=fns)
             self.plugins.call_each("on_run_start", config=cfg, run_dir=ctx.run_dir)
             started = True
             reason = self._loop(progress)
@@ -377,6 +387,9 @@ class BaseEngine(ABC):
         state, manifest = CheckpointManager.load(file)
         problems = check_manifest(manifest, expected=self.run_ctx.manifest)
         if problems:
+            from rlightning_core.run import config_changes
+
+            problems += config_changes(manifest, self.run_ctx.manifest)
             raise UserError(f"cannot resume from {file}:\n  " + "\n  ".join(problems))
         for key in NUMPY_SECTIONS:
             state[key] = to_numpy_tree(state[key])

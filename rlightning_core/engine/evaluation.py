@@ -11,6 +11,7 @@ import attrs
 import numpy as np
 
 from rlightning_core.config.schema import EnvConfig
+from rlightning_core.errors import PreprocessFnError
 from rlightning_core.policy.base import BasePolicy
 from rlightning_core.preprocess.base import Preprocessor
 from rlightning_core.video import iter_env_frames
@@ -38,6 +39,8 @@ class Evaluator:
         env_cfgs: the run's env configs (new instances are built; training envs are untouched).
         policy: the policy to evaluate (its deterministic action is used).
         preprocessors: observation preprocessors, applied with ``update=False``.
+        preprocess_fn: the training envs' ``build_env_group(preprocess_fn=...)`` (one fn, or one per env
+            config): evaluation envs pass their observations through the same functions.
         episodes: episodes per env config.
         seed: run seed; evaluation ``k`` seeds its envs with ``derive_seed(seed, 2, config, k)``.
         max_steps: safety bound on steps per evaluation.
@@ -50,7 +53,7 @@ class Evaluator:
     def __init__(self, env_cfgs: Sequence[EnvConfig], policy: BasePolicy,
                  preprocessors: Sequence[Preprocessor] = (), *, episodes: int = 10, seed: int = 0,
                  registry: Any = None, max_steps: int = 1_000_000, render_mode: str | None = None,
-                 max_restarts: int | None = None) -> None:
+                 max_restarts: int | None = None, preprocess_fn: Any = None) -> None:
         from rlightning_core.env.group import build_env_group
         from rlightning_core.env.runner import RestartBudget
 
@@ -69,7 +72,7 @@ class Evaluator:
         """When set, called as ``frame_sink(env_index, frame)`` with the rendered frame of every step of each
         env's evaluated episode (its first), the last step included (for videos; needs ``render_mode``)."""
         cfgs = [attrs.evolve(_evaluated_as(c), num_workers=1, num_envs=episodes) for c in env_cfgs]
-        self.group = build_env_group(cfgs, seed=seed, registry=registry, render_mode=render_mode,
+        self.group = build_env_group(cfgs, preprocess_fn, seed=seed, registry=registry, render_mode=render_mode,
                                      seed_offset_key=2)
 
     def evaluate(self) -> dict[str, float]:
@@ -118,6 +121,8 @@ class Evaluator:
         n = worker.num_envs
         try:
             obs = worker.reset(seed=seed)
+        except PreprocessFnError:
+            raise  # the user's preprocess fn, not the env: recreating the worker would not help
         except Exception as exc:
             raise _EvalEnvFailed("reset") from exc
         returns: dict[int, float] = {}
@@ -129,6 +134,8 @@ class Evaluator:
             out = self.policy.act(obs, deterministic=True)
             try:
                 step = worker.step(out.env_actions if out.env_actions is not None else out.actions)
+            except PreprocessFnError:
+                raise
             except Exception as exc:
                 raise _EvalEnvFailed("step") from exc
             finished_before = set(returns)

@@ -48,6 +48,8 @@ class LocalExecution:
         self.observation_space = env_group.observation_space
         self.action_space = env_group.action_space
         handle_pre = getattr(buffer, "preprocessors", None)
+        self.preprocessors_given = preprocessors is not None or bool(handle_pre)
+        """Whether the preprocessors came from the builders (``build_data_buffer``), not ``config.preprocessors``."""
         self.preprocessors = (preprocessors if preprocessors is not None else list(handle_pre) if handle_pre
                               else build_preprocessors(config, plugins.registry, self.observation_space,
                                                        env_group.total_envs))

@@ -18,13 +18,11 @@ import numpy as np
 
 from rlightning_core.config.schema import EnvConfig
 from rlightning_core.env.base import EnvWorker, EpisodeStats, StepBatch
+from rlightning_core.env.preprocess_fn import PreprocessFn, per_config, with_preprocess_fn
 from rlightning_core.env.seeding import ENV_KEY, derive_seed
 from rlightning_core.errors import ConfigError, DuplicateComponentError, UnknownComponentError
 
 __all__ = ["EnvGroup", "PreprocessFn", "build_env_group", "define_env_instance_cfgs"]
-
-PreprocessFn = Callable[..., Any]
-"""A preprocess function paired with an env worker (its signature belongs to the engine that calls it)."""
 
 
 class EnvGroup:
@@ -34,7 +32,8 @@ class EnvGroup:
         workers: the env workers (objects honouring :class:`~rlightning_core.env.base.EnvWorker`).
         config_indices: per worker, the index of its env config (default: all ``0``).
         labels: per worker, the label of its env config used in metrics (default: ``env``).
-        preprocess_fns: per worker, the preprocess function the engine applies to its data (or ``None``).
+        preprocess_fns: per worker, ``obs -> obs`` applied to every observation it returns (or ``None``; see
+            :mod:`rlightning_core.env.preprocess_fn`): the group's workers are wrapped with them.
         seed_key: first key of :func:`derive_seed` for :meth:`reset` (``1`` training envs, ``2`` eval envs).
 
     Raises:
@@ -54,18 +53,18 @@ class EnvGroup:
         n = len(workers)
         if n == 0:
             raise ValueError("an EnvGroup needs at least one worker")
-        self._workers = list(workers)
         self._config_indices = _per_worker("config_indices", config_indices, n, 0)
         self._labels = _per_worker("labels", labels, n, "env")
         self.preprocess_fns: list[PreprocessFn | None] = _per_worker("preprocess_fns", preprocess_fns, n,
                                                                      None)
-        """Per worker, the preprocess function paired with it by the builder."""
+        """Per worker, the ``obs -> obs`` function its observations pass through (``None``: none)."""
         self.seed_key = seed_key
         seen: Counter[int] = Counter()
         self._worker_indices: list[int] = []
         for c in self._config_indices:
             self._worker_indices.append(seen[c])
             seen[c] += 1
+        self._workers = [self._with_fn(i, w) for i, w in enumerate(workers)]
         self._num_envs = [int(w.num_envs) for w in self._workers]
         self._observation_space = self._common_space("observation_space")
         self._action_space = self._common_space("action_space")
@@ -98,6 +97,14 @@ class EnvGroup:
     def config_indices(self) -> list[int]:
         """Per worker, the index of its env config."""
         return list(self._config_indices)
+
+    @property
+    def config_preprocess_fns(self) -> list[PreprocessFn | None]:
+        """Per env config (index ``0 .. max(config_indices)``), the preprocess fn of its workers."""
+        first: dict[int, PreprocessFn | None] = {}
+        for c, fn in zip(self._config_indices, self.preprocess_fns, strict=True):
+            first.setdefault(c, fn)
+        return [first.get(c) for c in range(max(self._config_indices) + 1)]
 
     @property
     def worker_indices(self) -> list[int]:
@@ -183,9 +190,14 @@ class EnvGroup:
         """
         if self.rebuilders is None:
             raise RuntimeError("this EnvGroup cannot rebuild workers (it was not made by build_env_group)")
-        worker = self.rebuilders[index](restart)
+        worker = self._with_fn(index, self.rebuilders[index](restart))
         self._workers[index] = worker
         return worker, self._seeds[index](restart)
+
+    def _with_fn(self, index: int, worker: EnvWorker) -> EnvWorker:
+        """``worker`` (at ``index``) wrapped so its observations pass through its preprocess fn, if any."""
+        where = f"env[{self._config_indices[index]}] ({self._labels[index]}) worker {self._worker_indices[index]}"
+        return with_preprocess_fn(worker, self.preprocess_fns[index], where)
 
     # -- statistics ------------------------------------------------------------------------------------------
 
@@ -271,19 +283,6 @@ def define_env_instance_cfgs(env_cfg: EnvConfig, num_workers: int = 1) -> list[E
     ]
 
 
-def _preprocess_per_config(preprocess_fn: Any, n_configs: int) -> list[PreprocessFn | None]:
-    if preprocess_fn is None or callable(preprocess_fn):
-        return [preprocess_fn] * n_configs
-    fns = list(preprocess_fn)
-    if len(fns) != n_configs:
-        raise ValueError(f"preprocess_fn: got {len(fns)} functions for {n_configs} env configs; pass one "
-                         "callable for all, or one per env config")
-    for i, fn in enumerate(fns):
-        if fn is not None and not callable(fn):
-            raise TypeError(f"preprocess_fn[{i}] must be callable or None, got {fn!r}")
-    return fns
-
-
 def _unique_labels(cfgs: Sequence[EnvConfig]) -> list[str]:
     """Per config its label; implicit labels (no ``name``) shared by several configs become ``label[c]``."""
     labels = [cfg.label for cfg in cfgs]
@@ -339,8 +338,12 @@ def build_env_group(
     Args:
         env_cfgs: one :class:`EnvConfig` or a list (``MainConfig.env``). ``params`` should be structured (as
             :func:`~rlightning_core.load_config` leaves them); plain dicts are structured here.
-        preprocess_fn: one function paired with every worker, or a list with one per env config; kept in
-            ``group.preprocess_fns`` (one entry per worker).
+        preprocess_fn: ``obs -> obs`` for one worker's observation batch: one function for every env config,
+            or a list with one per env config (``None`` entries: none). Each config's workers are wrapped so
+            that all their observations pass through its function before the run's preprocessors, the
+            policy, the buffer and evaluation see them (:mod:`rlightning_core.env.preprocess_fn`); in Ray mode
+            it runs inside the env actors (it must pickle: a module-level function importable there, or one
+            defined in a script or a closure, which Ray sends by value).
         seed: the run seed every worker seed derives from.
         registry: the registry to resolve against (default: this process's plugins).
         render_mode: render mode passed to every worker (e.g. ``rgb_array`` for evaluation videos).
@@ -350,21 +353,23 @@ def build_env_group(
 
     Raises:
         ConfigError: unknown env types, bad params, or env configs whose spaces differ (all problems at once).
-        TypeError: a factory returned something that is not an env worker.
+        TypeError: a factory returned something that is not an env worker; a preprocess fn that is not callable
+            (or, in Ray mode, cannot be pickled).
+        ValueError: a list of preprocess fns whose length is not the number of env configs.
     """
     cfgs = [env_cfgs] if isinstance(env_cfgs, EnvConfig) else list(env_cfgs)
     if not cfgs:
         raise ConfigError(["env: at least one env config is needed"])
+    fns = per_config(preprocess_fn, len(cfgs))
     if cluster is not None and cluster.mode == "ray":  # workers become actors (the cluster starts if needed)
         from rlightning_core.distributed.env_group import RemoteEnvGroup
         from rlightning_core.plugins import get_plugins
 
         return RemoteEnvGroup(cfgs, seed=seed, cluster=cluster, plugins=get_plugins(), labels=_unique_labels(cfgs),
-                              plan=placement_plan)
+                              plan=placement_plan, preprocess_fn=fns)
     for c, cfg in enumerate(cfgs):
         if not isinstance(cfg, EnvConfig):
             raise TypeError(f"env_cfgs[{c}] must be an EnvConfig, got {type(cfg).__name__}")
-    fns = _preprocess_per_config(preprocess_fn, len(cfgs))
     derive_seed(seed, seed_offset_key)  # validate the seed before building anything
     if registry is None:
         from rlightning_core.plugins import get_plugins

@@ -19,7 +19,7 @@ import numpy as np
 
 from rlightning_core.buffer.base import Chunk
 from rlightning_core.env.base import EnvWorker, EpisodeStats
-from rlightning_core.errors import RlightningError
+from rlightning_core.errors import PreprocessFnError, RlightningError
 from rlightning_core.policy.base import BasePolicy
 from rlightning_core.preprocess.base import Preprocessor
 
@@ -196,6 +196,8 @@ class EnvRunner:
     def _reset_once(self, seed: int | None) -> None:
         try:
             obs = self.worker.reset(seed=seed)
+        except PreprocessFnError:
+            raise  # the user's preprocess fn, not the env: recreating the worker would not help
         except Exception as exc:
             raise self._fail("reset", exc) from exc
         self._non_finite("reset", obs)
@@ -256,6 +258,8 @@ class EnvRunner:
             actions = out.env_actions if out.env_actions is not None else out.actions
             try:
                 step = worker.step(actions)
+            except PreprocessFnError:
+                raise
             except Exception as exc:
                 raise self._fail("step", exc, actions) from exc
             if step.obs.dtype.kind == "f" and not math.isfinite(step.obs.sum() + step.reward.sum()):

@@ -47,21 +47,45 @@ class PolicyGroup:
 
     Construction records what to build; :meth:`materialize` builds the policies once the env spaces are
     known (``build_engine`` does it), so the builder API needs no spaces.
+
+    Args:
+        spec: the registered policy component.
+        policy_cfg: the policy config (its ``params`` structured).
+        cluster_cfg: where the policies run.
+        backend: torch.distributed backend override (``auto``: the config's).
+        is_colocated: the learner and the rollout copies share one placement: ``cluster.placement`` becomes
+            ``colocate`` (one Ray placement-group bundle, so one node and, with GPUs, one GPU's share).
+
+    Raises:
+        ConfigError: ``is_colocated`` with an explicit other ``cluster.placement``; several learners in local mode.
     """
 
     def __init__(self, spec: ComponentSpec, policy_cfg: PolicyConfig, cluster_cfg: ClusterConfig, *,
                  backend: str = "auto", is_colocated: bool = False) -> None:
+        if is_colocated and cluster_cfg.placement != "colocate":
+            if cluster_cfg.placement != "default":
+                raise ConfigError([f"cluster.placement: {cluster_cfg.placement!r}, but build_policy_group("
+                                   "is_colocated=True) puts the learner and the rollout copies in one placement "
+                                   "('colocate'); drop is_colocated or set cluster.placement: colocate"])
+            import attrs
+
+            cluster_cfg = attrs.evolve(cluster_cfg, placement="colocate")
         self.spec = spec
         self.policy_cfg = policy_cfg
         self.cluster_cfg = cluster_cfg
+        """The cluster config the group runs with (``placement: colocate`` when ``is_colocated``)."""
         self.backend = backend
-        self.is_colocated = is_colocated
         self.learner: BasePolicy | None = None
         self.rollout: BasePolicy | None = None
         self.version = 0
         if cluster_cfg.mode == "local" and cluster_cfg.train_workers > 1:
             raise ConfigError([f"cluster.train_workers: {cluster_cfg.train_workers} learners need "
                                "cluster.mode: ray (data-parallel training); local mode trains with one"])
+
+    @property
+    def is_colocated(self) -> bool:
+        """Whether the learner and the rollout copies share one placement (``cluster.placement: colocate``)."""
+        return self.cluster_cfg.placement == "colocate"
 
     @property
     def materialized(self) -> bool:
