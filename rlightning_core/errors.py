@@ -106,6 +106,7 @@ class MissingDependencyError(UserError):
     def __reduce__(self) -> tuple[type, tuple[str, str, str, str | None]]:  # survives pickling (Ray, processes)
         return type(self), (self.module, self.requirement, self.needed_by, self.note)
 
+
 class PreprocessFnError(UserError):
     """A function given to a builder raised, or returned observations the run cannot use.
 
