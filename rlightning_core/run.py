@@ -94,7 +94,7 @@ def build_manifest(config: MainConfig, plugins: Any) -> dict[str, Any]:
         "format": 1,
         "rlightning": __version__,
         "plugin_api": PLUGIN_API_VERSION,
-        "plugins": {p.distribution: p.version for p in plugins.plugins if p.status == "loaded"},
+        "plugins": {p.distribution: p.version for p in plugins.plugins if p.loaded},
         "components": components,
         "config_hash": config_hash(config),
         "training_config": {k: v for k, v in training_fields(config).items()},

@@ -70,7 +70,7 @@ def repo_plugin_set() -> tuple[Any, list[str]]:
     for pyproject in sorted(ROOT.glob("plugins/*/pyproject.toml")):
         dists.append(tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["name"])
     plugin_set = load_plugins(allow=dists, deny=[], strict=False)
-    loaded = {normalize_dist_name(p.distribution) for p in plugin_set.plugins if p.status == "loaded"}
+    loaded = {normalize_dist_name(p.distribution) for p in plugin_set.plugins if p.loaded}
     return plugin_set, [d for d in dists if normalize_dist_name(d) not in loaded]
 
 
