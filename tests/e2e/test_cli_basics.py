@@ -145,6 +145,16 @@ def test_help_lists_core_and_plugin_commands(cli):
     assert cli("config", "-h").stdout.count("validate") >= 1
 
 
+def test_env_client_help_keeps_its_examples_one_per_line(cli):
+    result = cli("env-client", "--help")
+    assert_clean(result)
+    assert "\\b" not in result.stdout  # click's no-rewrap marker is markup, never printed
+    lines = result.stdout.splitlines()
+    assert "    rlightning env-client --connect 127.0.0.1:5555 --num-envs 8 gymnasium:CartPole-v1" in lines
+    assert ("    RLIGHTNING_ENV_TOKEN=... rlightning env-client --connect 10.0.0.5:5555 "
+            "examples/cartpole_ppo_remote.yaml") in lines
+
+
 def test_version_lists_plugins(cli):
     result = cli("--version", RLIGHTNING_DISABLE_PLUGINS="rlightning-test-twin")
     assert_clean(result)

@@ -110,6 +110,7 @@ def test_cli_reference_has_every_command():
     for command in ("train", "eval", "list-plugins", "config show", "config validate", "new-plugin", "plot"):
         assert f"## `rlightning {command}`" in page
     assert "--metric" in page and "--kind [env|policy|buffer|preprocessor|engine|logger]" in page
+    assert "\\b" not in page, "a command's help prints click's \\b marker (a raw docstring?)"
 
 
 def _nav_files(node) -> list[str]:
