@@ -124,7 +124,7 @@ def bench(session: nox.Session) -> None:
 
 @nox.session
 def docs(session: nox.Session) -> None:
-    """Build the documentation site with mkdocs, strict (any warning fails); the reference pages are generated."""
+    """Build the documentation site with mkdocs, strict (any warning fails, a stale reference page included)."""
     session.install(TORCH)
     session.install("-e", ".[docs]", *(a for plugin in PLUGINS for a in ("-e", str(plugin))))
     session.run("mkdocs", "build", "--strict", *session.posargs, env={"NO_MKDOCS_2_WARNING": "1"})

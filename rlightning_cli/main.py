@@ -60,6 +60,16 @@ def build_cli() -> click.Group:
     return cli
 
 
+def _culprit(exc: BaseException) -> str | None:
+    """The plugin component ``exc`` came from, if any (see :mod:`rlightning_core.provenance`)."""
+    from rlightning_core.provenance import culprit
+
+    try:
+        return culprit(exc)
+    except Exception:  # naming the culprit must never hide the error itself
+        return None
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point."""
     try:
@@ -79,13 +89,20 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(2)
     except RlightningError as exc:  # a run failed for a reason that is not a bug (e.g. a worker died)
         click.echo(f"Error: {exc}", err=True)
+        where = _culprit(exc)
+        if where:
+            click.echo(f"  (raised in {where})", err=True)
         sys.exit(1)
     except KeyboardInterrupt:
         click.echo("Interrupted.", err=True)
         sys.exit(130)
-    except Exception:
+    except Exception as exc:
         traceback.print_exc()
-        click.echo("\nrlightning hit an unexpected error (a bug, or a plugin's); the traceback is above.",
-                   err=True)
+        where = _culprit(exc)
+        if where:
+            click.echo(f"\nrlightning hit an unexpected error in {where}; the traceback is above.", err=True)
+        else:
+            click.echo("\nrlightning hit an unexpected error (a bug, or a plugin's); the traceback is above.",
+                       err=True)
         sys.exit(1)
     sys.exit(rv if isinstance(rv, int) else 0)

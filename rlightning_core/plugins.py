@@ -1,9 +1,12 @@
 """The plugin manager: core's builtin plugin plus every ``rlightning`` entry point, each outcome recorded.
 
 Loading is lazy (first call of :func:`get_plugins`) and cached per process. A plugin whose import fails, whose
-declared plugin-API range excludes this core, or whose registration hook raises is recorded with its
-distribution, version and a one-line error, and skipped: the other plugins load. Environment variables, read
-once at load time:
+declared plugin-API range excludes this core, whose registration hook raises, or which registers a factory the
+core could not call (:func:`~rlightning_core.registry.check_factory`) is recorded with its distribution, version
+and a one-line error, and skipped: the other plugins load. A plugin that loads but implements no hook, declares
+no ``RLIGHTNING_PLUGIN_API``, imports torch or ray while loading, or registers a factory that cannot take an
+optional keyword is loaded with status ``warning`` and one line per problem. Environment variables, read once at
+load time:
 
 - ``RLIGHTNING_LOAD_PLUGINS=a,b``: allowlist of external plugins (entry-point or distribution names); an empty
   value loads none (the escape hatch when an installed plugin is broken).
@@ -16,6 +19,7 @@ from __future__ import annotations
 import importlib.metadata as importlib_metadata
 import inspect
 import os
+import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -45,6 +49,10 @@ __all__ = [
 
 ENTRY_POINT_GROUP = "rlightning"
 BUILTIN_NAME = "builtin"
+#: Statuses of plugins whose components are registered.
+LOADED_STATUSES = ("loaded", "warning")
+#: Libraries too slow to import for commands that only list or validate (``--help``, ``list-plugins``).
+HEAVY_MODULES = ("torch", "ray")
 _KIND_FOR_HOOK = {hook: kind for kind, hook in HOOK_FOR_KIND.items()}
 
 
@@ -68,12 +76,20 @@ class PluginInfo:
     entry_point: str | None = None
     """The entry point's value, ``module`` or ``module:attribute``."""
     status: str = "loaded"
-    """``loaded``, ``error`` (import or hook failed), ``incompatible`` (plugin-API range) or ``disabled``."""
+    """``loaded``, ``warning`` (loaded, see :attr:`warnings`), ``error`` (import, hook or a factory's signature
+    failed), ``incompatible`` (plugin-API range) or ``disabled``."""
     error: str | None = None
+    warnings: list[str] = attrs.Factory(list)
+    """One line per problem that does not stop the plugin from loading (no hooks, no API range, heavy imports)."""
     api: str | None = None
     """The plugin-API range the plugin declares (``RLIGHTNING_PLUGIN_API``), if any."""
     hooks: list[str] = attrs.Factory(list)
     provides: dict[str, list[str]] = attrs.Factory(dict)
+
+    @property
+    def loaded(self) -> bool:
+        """Whether its components are registered (status ``loaded`` or ``warning``)."""
+        return self.status in LOADED_STATUSES
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (the ``list-plugins --json`` row)."""
@@ -96,7 +112,7 @@ class PluginSet:
 
     def selection(self) -> list[str]:
         """Names of the external plugins that loaded: pass to :func:`load_plugins` to reproduce this set."""
-        return [p.name for p in self.plugins if p.status == "loaded" and p.name != BUILTIN_NAME]
+        return [p.name for p in self.plugins if p.loaded and p.name != BUILTIN_NAME]
 
     def errors(self) -> list[PluginInfo]:
         """Plugins that failed to load or are incompatible."""
@@ -215,7 +231,14 @@ def load_plugins(
 
     for info, load in candidates:
         infos.append(info)
+        heavy_before = [m for m in HEAVY_MODULES if m in sys.modules]
         _load_one(pm, registry, info, load)
+        heavy = [m for m in HEAVY_MODULES if m in sys.modules and m not in heavy_before]
+        if heavy and info.loaded:
+            info.warnings.append(f"imports {' and '.join(heavy)} while loading, which every rlightning command "
+                                 "then pays for (import heavy libraries inside the factories)")
+        if info.warnings and info.status == "loaded":
+            info.status = "warning"
 
     registry.broken = [(p.name, p.distribution, p.error or p.status) for p in infos if p.status in
                        ("error", "incompatible")]
@@ -250,7 +273,12 @@ def _load_one(pm: pluggy.PluginManager, registry: Registry, info: PluginInfo,
 
     api = getattr(plugin, "RLIGHTNING_PLUGIN_API", None)
     info.api = api if isinstance(api, str) else None
-    if api is not None:
+    if api is None:
+        major = Version(PLUGIN_API_VERSION).major
+        info.warnings.append("declares no RLIGHTNING_PLUGIN_API, so rlightning cannot tell which plugin API it was "
+                             f'written for (add RLIGHTNING_PLUGIN_API = ">={major},<{major + 1}" to '
+                             f"{_module_name(plugin)})")
+    else:
         try:
             compatible = Version(PLUGIN_API_VERSION) in SpecifierSet(str(api))
         except InvalidSpecifier:
@@ -271,6 +299,12 @@ def _load_one(pm: pluggy.PluginManager, registry: Registry, info: PluginInfo,
         info.status, info.error = "error", f"implements unknown hooks: {hint}"
         return
     info.hooks = [n for n in hook_names() if n in impls]
+    if not info.hooks:
+        undecorated = [n for n in specs if callable(getattr(plugin, n, None))]
+        info.warnings.append("implements no hooks, so it provides nothing" + (
+            f": {', '.join(sorted(undecorated))} {'lacks' if len(undecorated) == 1 else 'lack'} the "
+            "@rlightning_core.hookimpl decorator" if undecorated
+            else " (decorate its hook functions with @rlightning_core.hookimpl)"))
 
     try:
         pm.register(plugin, name=info.name)
@@ -281,6 +315,7 @@ def _load_one(pm: pluggy.PluginManager, registry: Registry, info: PluginInfo,
         return
 
     staged: list[ComponentSpec] = []
+    signature_warnings: list[str] = []
     try:
         for hook_name in info.hooks:
             kind = _KIND_FOR_HOOK.get(hook_name)
@@ -288,7 +323,8 @@ def _load_one(pm: pluggy.PluginManager, registry: Registry, info: PluginInfo,
                 continue
             for impl in getattr(pm.hook, hook_name).get_hookimpls():
                 if impl.plugin is plugin:
-                    impl.function(*[{"register": _stager(kind, info, staged)}[a] for a in impl.argnames])
+                    register = _stager(kind, info, staged, signature_warnings)
+                    impl.function(*[{"register": register}[a] for a in impl.argnames])
         for spec in staged:  # validate duplicates inside this distribution before committing anything
             if sum(1 for s in staged if s.kind == spec.kind and s.name == spec.name) > 1:
                 raise ValueError(f"{spec.kind} {spec.name!r} is registered twice by this plugin")
@@ -302,12 +338,14 @@ def _load_one(pm: pluggy.PluginManager, registry: Registry, info: PluginInfo,
         return
     for spec in staged:
         info.provides.setdefault(spec.kind, []).append(spec.name)
+    info.warnings += signature_warnings
 
 
-def _stager(kind: str, info: PluginInfo, staged: list[ComponentSpec]) -> Callable[..., None]:
+def _stager(kind: str, info: PluginInfo, staged: list[ComponentSpec],
+            signature_warnings: list[str]) -> Callable[..., None]:
     def register(name: str, factory: Callable[..., Any], *, config: type | None = None,
                  description: str = "", rollout: Callable[..., Any] | None = None) -> None:
-        validate_registration(kind, name, factory, config, description, rollout)
+        signature_warnings.extend(validate_registration(kind, name, factory, config, description, rollout))
         if not description:
             doc = inspect.getdoc(factory) or ""
             description = doc.strip().splitlines()[0] if doc.strip() else ""
@@ -316,6 +354,11 @@ def _stager(kind: str, info: PluginInfo, staged: list[ComponentSpec]) -> Callabl
                                     distribution=info.distribution, version=info.version, rollout=rollout))
 
     return register
+
+
+def _module_name(plugin: object) -> str:
+    name = getattr(plugin, "__name__", None)
+    return f"module {name}" if isinstance(name, str) else "the plugin module"
 
 
 def _closest(name: str, options: Iterable[str]) -> str | None:

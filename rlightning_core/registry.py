@@ -1,22 +1,28 @@
 """Name -> component lookup, per kind, with provenance and clear errors.
 
 Plugins never touch the registry directly: their registration hooks receive a ``register`` callback (see
-:mod:`rlightning_core.plugins`) that stages specs here once the whole plugin loaded cleanly.
+:mod:`rlightning_core.plugins`) that stages specs here once the whole plugin loaded cleanly. How the core calls
+each kind's factories is written down once, in :data:`FACTORY_CALLS`: ``register`` checks every factory's
+signature against it, so a factory the core could not call is a load error naming the plugin, not a
+``TypeError`` in the middle of a run.
 """
 
 from __future__ import annotations
 
 import difflib
+import inspect
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
 
+from rlightning_core import provenance
 from rlightning_core.errors import DuplicateComponentError, UnknownComponentError
 from rlightning_core.types import KINDS
 
-__all__ = ["ComponentSpec", "Registry", "normalize_dist_name"]
+__all__ = ["FACTORY_CALLS", "ROLLOUT_CALL", "ComponentSpec", "FactoryCall", "Registry", "check_factory",
+           "normalize_dist_name"]
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-/]*$")
 
@@ -24,6 +30,90 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-/]*$")
 def normalize_dist_name(name: str) -> str:
     """Normalize a distribution name the way PEP 503 does (``Rlightning_PPO`` -> ``rlightning-ppo``)."""
     return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@attrs.frozen
+class FactoryCall:
+    """How the core calls the factories of one kind.
+
+    After the params (when the component has a params class), the keyword arguments below, by name.
+    """
+
+    keywords: tuple[str, ...]
+    """Passed on every call."""
+    optional: tuple[tuple[str, str], ...] = ()
+    """``(keyword, when the core passes it)``: passed only then; a factory that cannot take one still loads,
+    with a warning."""
+
+    def render(self, takes_params: bool, what: str = "factory") -> str:
+        """The call as docs write it, e.g. ``factory(params, *, num_envs, seed, worker_index)``."""
+        return f"{what}({', '.join([*(['params'] if takes_params else []), '*', *self.keywords])})"
+
+
+#: What the builders pass to each kind's factory (env workers: ``env/group.py`` and the Ray env actors;
+#: policies: ``policy/group.py`` and the Ray learner / rollout actors; buffers: ``builders.py``; preprocessors:
+#: ``engine/execution.py``; engines: ``builders.build_engine``; loggers: ``run.prepare_run``).
+FACTORY_CALLS: dict[str, FactoryCall] = {
+    "env": FactoryCall(("num_envs", "seed", "worker_index"),
+                       (("render_mode", "to record episode videos: eval --video, logging.video_every"),)),
+    "policy": FactoryCall(("observation_space", "action_space", "role", "device", "seed")),
+    "buffer": FactoryCall(("spec",)),
+    "preprocessor": FactoryCall(("observation_space", "num_envs")),
+    "engine": FactoryCall(("config", "env_group", "policy_group", "buffer"),
+                          (("plugins", "by build_engine(..., plugins=...) in scripts"),)),
+    "logger": FactoryCall(("run_dir",)),
+}
+
+#: How Ray env runners call a policy's ``rollout=`` factory.
+ROLLOUT_CALL = FactoryCall(("observation_space", "action_space", "seed"))
+
+_PARAMS = object()  # stands for the structured params when a signature is checked
+
+
+def check_factory(kind: str, name: str, factory: Callable[..., Any], config: type | None, *,
+                  call: FactoryCall | None = None, what: str = "factory") -> list[str]:
+    """Check that the core can call ``factory`` the way it calls factories of ``kind``.
+
+    The signature (a class's is its ``__init__``'s) must bind the params, when the component declares
+    ``config``, and every keyword of :data:`FACTORY_CALLS`; ``**kwargs`` factories always do. Callables
+    without an introspectable signature are not checked.
+
+    Returns:
+        One warning per optional keyword the factory cannot take.
+
+    Raises:
+        TypeError: one line naming the component, the factory's signature, the call the core makes and why
+            the two do not fit.
+    """
+    call = call or FACTORY_CALLS[kind]
+    try:
+        sig = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return []
+    args = (_PARAMS,) if config is not None else ()
+    kwargs = dict.fromkeys(call.keywords)
+    qualname = str(getattr(factory, "__qualname__", type(factory).__name__)).rpartition("<locals>.")[2]
+    label = f"{what} {qualname}{sig}"
+    try:
+        sig.bind(*args, **kwargs)
+    except TypeError as exc:
+        missing = re.search(r"missing a required argument: '(\w+)'", str(exc))
+        hint = ""
+        if config is None and missing and missing.group(1) not in call.keywords:
+            hint = ("; it is registered without config=, so it receives no params: pass config=ParamsClass to "
+                    "register(), or drop that argument")
+        elif config is not None and "too many positional arguments" in str(exc):
+            hint = (f"; it is registered with config={config.__name__}, so its first positional argument is the "
+                    "structured params")
+        raise TypeError(f"{kind} {name!r}: {label} cannot be called the way the core calls {kind} {what[:-1]}ies, "
+                        f"{call.render(config is not None, what.split()[0])}: {exc}{hint}") from None
+    warnings = []
+    for keyword, when in call.optional:
+        try:
+            sig.bind(*args, **kwargs, **{keyword: None})
+        except TypeError:
+            warnings.append(f"{kind} {name!r}: {label} does not accept {keyword}=, which the core passes {when}")
+    return warnings
 
 
 @attrs.frozen(kw_only=True)
@@ -50,16 +140,39 @@ class ComponentSpec:
         """``dist-name:component``, unambiguous even when two plugins use one name."""
         return f"{normalize_dist_name(self.distribution)}:{self.name}"
 
+    @property
+    def label(self) -> str:
+        """The component and who provided it, as error messages name it."""
+        return (f"{self.kind} {self.name!r} from plugin {self.plugin!r} "
+                f"(distribution {self.distribution} {self.version})")
+
     def build(self, params: Any = None, /, **kwargs: Any) -> Any:
-        """Call the factory with the structured params (when the component declares a config class)."""
-        if self.config is None:
-            return self.factory(**kwargs)
-        return self.factory(params, **kwargs)
+        """Call the factory with the structured params (when the component declares a config class).
+
+        An exception from a plugin's factory keeps its type and traceback and gains a note naming the
+        component, its plugin and distribution; what the factory returns is remembered so that a later error
+        in one of its methods can be traced back to the component (:func:`rlightning_core.provenance.culprit`).
+        """
+        try:
+            built = self.factory(**kwargs) if self.config is None else self.factory(params, **kwargs)
+        except Exception as exc:
+            if self.plugin != "builtin":
+                exc.add_note(f"raised while building {self.label}")
+            raise
+        provenance.remember(built, self)
+        return built
 
 
 def validate_registration(kind: str, name: Any, factory: Any, config: Any, description: Any,
-                          rollout: Any = None) -> None:
-    """Check one ``register(...)`` call; raises ``TypeError``/``ValueError`` naming the bad argument."""
+                          rollout: Any = None) -> list[str]:
+    """Check one ``register(...)`` call, the factories' signatures included (:func:`check_factory`).
+
+    Returns:
+        Warnings: optional keywords a factory cannot take.
+
+    Raises:
+        TypeError, ValueError: one line naming the bad argument.
+    """
     if not isinstance(name, str) or not _NAME_RE.match(name):
         raise ValueError(
             f"register({name!r}, ...) for kind {kind!r}: a name is a non-empty string of letters, digits "
@@ -76,6 +189,10 @@ def validate_registration(kind: str, name: Any, factory: Any, config: Any, descr
     if rollout is not None and (kind != "policy" or not callable(rollout)):
         raise TypeError(f"register({name!r}, ...): rollout= is a callable, and only policies take one "
                         f"(kind {kind!r}, got {type(rollout).__name__})")
+    warnings = check_factory(kind, name, factory, config)
+    if rollout is not None:
+        warnings += check_factory(kind, name, rollout, config, call=ROLLOUT_CALL, what="rollout factory")
+    return warnings
 
 
 class Registry:

@@ -147,7 +147,7 @@ def build_manifest(config: MainConfig, plugins: Any, *, preprocessors: list[Any]
         "format": 1,
         "rlightning": __version__,
         "plugin_api": PLUGIN_API_VERSION,
-        "plugins": {p.distribution: p.version for p in plugins.plugins if p.status == "loaded"},
+        "plugins": {p.distribution: p.version for p in plugins.plugins if p.loaded},
         "components": components,
         "config_hash": _fields_hash(training),
         "training_config": training,

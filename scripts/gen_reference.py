@@ -9,8 +9,10 @@ The pages are built from what the code says, so they cannot drift:
   an example, and the plugins that implement it;
 - CLI: the ``--help`` of every ``rlightning`` command.
 
-``mkdocs build`` calls this through ``scripts/mkdocs_hooks.py``; ``python scripts/gen_reference.py --out DIR``
-writes the pages to look at them.
+The pages are committed under ``docs/reference/`` so that links to them work in a checkout, not only on the
+built site. ``python scripts/gen_reference.py`` rewrites them after a change to the code they document;
+``--check`` exits 1 naming the pages that are stale (a test runs it, and ``mkdocs build --strict`` fails on a
+stale page instead of publishing different content).
 """
 
 from __future__ import annotations
@@ -28,10 +30,11 @@ from typing import Any
 import attrs
 
 ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
 PAGES = {"reference/configuration.md", "reference/hooks.md", "reference/cli.md"}
 
-__all__ = ["PAGES", "cli_reference", "config_reference", "config_table", "hooks_reference", "pages",
-           "repo_plugin_set", "rst_to_md"]
+__all__ = ["DOCS", "PAGES", "cli_reference", "config_reference", "config_table", "hooks_reference", "pages",
+           "repo_plugin_set", "rst_to_md", "stale_pages"]
 
 
 # -- helpers ------------------------------------------------------------------------------------------------
@@ -70,7 +73,7 @@ def repo_plugin_set() -> tuple[Any, list[str]]:
     for pyproject in sorted(ROOT.glob("plugins/*/pyproject.toml")):
         dists.append(tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["name"])
     plugin_set = load_plugins(allow=dists, deny=[], strict=False)
-    loaded = {normalize_dist_name(p.distribution) for p in plugin_set.plugins if p.status == "loaded"}
+    loaded = {normalize_dist_name(p.distribution) for p in plugin_set.plugins if p.loaded}
     return plugin_set, [d for d in dists if normalize_dist_name(d) not in loaded]
 
 
@@ -307,22 +310,50 @@ def cli_reference() -> str:
 
 
 def pages() -> dict[str, str]:
-    """Every generated page, by its path under ``docs/``."""
-    plugin_set, _ = repo_plugin_set()
-    return {
-        "reference/configuration.md": config_reference(plugin_set),
-        "reference/hooks.md": hooks_reference(plugin_set),
-        "reference/cli.md": cli_reference(),
-    }
+    """Every generated page, by its path under ``docs/``.
+
+    The CLI page is built against the same plugins as the others (this repository's), whatever else is
+    installed, so that the pages do not depend on the machine that generates them.
+    """
+    from rlightning_core.plugins import reset_plugins
+
+    plugin_set, missing = repo_plugin_set()
+    if missing:
+        raise SystemExit(f"the plugins of plugins/ must be installed to generate the reference pages; missing: "
+                         f"{', '.join(missing)} (pip install -e plugins/<name>)")
+    reset_plugins(plugin_set)  # build_cli() adds the commands of these plugins only
+    try:
+        return {
+            "reference/configuration.md": config_reference(plugin_set),
+            "reference/hooks.md": hooks_reference(plugin_set),
+            "reference/cli.md": cli_reference(),
+        }
+    finally:
+        reset_plugins()
+
+
+def stale_pages(generated: dict[str, str], docs: Path = DOCS) -> list[str]:
+    """The pages of ``generated`` whose file under ``docs`` is missing or differs."""
+    return [rel for rel, text in sorted(generated.items())
+            if not (docs / rel).is_file() or (docs / rel).read_text(encoding="utf-8") != text]
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Write the generated pages into ``--out``."""
+    """Write the generated pages into ``--docs`` (default: this repository's ``docs/``), or ``--check`` them."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "site-reference", help="output directory")
+    parser.add_argument("--docs", type=Path, default=DOCS, help="docs directory (default: %(default)s)")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 if a committed page differs from what the code generates")
     args = parser.parse_args(argv)
-    for rel, text in pages().items():
-        path = args.out / rel
+    generated = pages()
+    if args.check:
+        stale = stale_pages(generated, args.docs)
+        for rel in stale:
+            print(f"{args.docs / rel} is stale: regenerate it with python scripts/gen_reference.py",
+                  file=sys.stderr)
+        return 1 if stale else 0
+    for rel, text in generated.items():
+        path = args.docs / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         print(path)

@@ -1,9 +1,10 @@
 """mkdocs hooks: add the generated reference pages, and fill config tables marked in hand-written pages.
 
-- ``on_files``: the pages of ``scripts/gen_reference.py`` (configuration, hooks, CLI) are generated at build
-  time, never committed, so they always match the code. A plugin of ``plugins/`` that is not installed is a
-  warning (``--strict`` fails): its params would be missing from the reference. ``benchmarks.md`` is owned
-  by the benchmarks work; until it exists a placeholder page says so.
+- ``on_files``: the pages of ``scripts/gen_reference.py`` (configuration, hooks, CLI) are committed under
+  ``docs/reference/``; the build regenerates them and warns (``--strict`` fails) when a committed page differs,
+  rather than publishing content that is not in the repository. A plugin of ``plugins/`` that is not installed
+  is a warning too: its params would be missing from the reference. ``benchmarks.md`` is owned by the
+  benchmarks work; until it exists a placeholder page says so.
 - ``on_page_markdown``: ``<!-- config-table ClassName prefix -->`` becomes the table of that
   ``rlightning_core.config.schema`` class (e.g. the cluster options on the Ray page).
 """
@@ -42,19 +43,16 @@ def _gen() -> Any:
 
 
 def on_files(files: Any, config: Any) -> Any:
-    """Add the generated reference pages (and the benchmarks placeholder while the page is missing)."""
+    """Check the committed reference pages against the code (and add the benchmarks placeholder if missing)."""
     gen = _gen()
-    plugin_set, missing = gen.repo_plugin_set()
+    _, missing = gen.repo_plugin_set()
     for dist in missing:
-        log.warning("plugin distribution %s (plugins/) is not installed: its components are missing from the "
-                    "configuration reference (pip install -e plugins/%s)", dist, dist)
-    generated = {
-        "reference/configuration.md": gen.config_reference(plugin_set),
-        "reference/hooks.md": gen.hooks_reference(plugin_set),
-        "reference/cli.md": gen.cli_reference(),
-    }
-    for rel, text in generated.items():
-        files.append(File.generated(config, rel, content=text))
+        log.warning("plugin distribution %s (plugins/) is not installed: the reference pages cannot be checked "
+                    "against its components (pip install -e plugins/%s)", dist, dist)
+    if not missing:
+        for rel in gen.stale_pages(gen.pages(), Path(config["docs_dir"])):
+            log.warning("docs/%s differs from what the code generates: regenerate it with "
+                        "python scripts/gen_reference.py and commit it", rel)
     if files.get_file_from_path("benchmarks.md") is None:
         files.append(File.generated(config, "benchmarks.md", content=BENCHMARKS_PLACEHOLDER))
     return files

@@ -26,7 +26,8 @@ import click
               show_default=True)
 def env_client(spec: str, address: str, token: str | None, env_name: str | None, num_envs: int | None, seed: int,
                name: str | None, retry_s: float, no_reconnect: bool, log_level: str) -> int:
-    r"""Serve an env to a run whose env type is `remote`, until the run ends.
+    # Not a raw string: click's no-rewrap marker is the backspace character "\b", not a backslash and a "b".
+    """Serve an env to a run whose env type is `remote`, until the run ends.
 
     CONFIG_OR_ENV_SPEC is either a config file (its env entry; a `remote` entry serves its params.local_env,
     with num_envs / num_clients envs) or TYPE:ID, e.g. gymnasium:CartPole-v1. Examples:
@@ -34,7 +35,7 @@ def env_client(spec: str, address: str, token: str | None, env_name: str | None,
     \b
       rlightning env-client --connect 127.0.0.1:5555 --num-envs 8 gymnasium:CartPole-v1
       RLIGHTNING_ENV_TOKEN=... rlightning env-client --connect 10.0.0.5:5555 examples/cartpole_ppo_remote.yaml
-    """
+    """  # noqa: D301
     from rlightning_cli.commands.train import setup_logging
     from rlightning_core.env.remote.client import EnvClient, build_client_worker, parse_address
 

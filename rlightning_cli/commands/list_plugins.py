@@ -28,8 +28,10 @@ def list_plugins(as_json: bool, kind: str | None, check: bool, verbose: bool) ->
     plugins = get_plugins()
     rows = [p.to_json() for p in plugins.plugins]
     if kind is not None:
-        # broken plugins stay listed: they may be the ones that should have provided this kind
-        rows = [r for r in rows if kind in r["provides"] or r["status"] in ("error", "incompatible")]
+        # broken plugins, and loaded ones that provide nothing, stay listed: they may be the ones that should
+        # have provided this kind
+        rows = [r for r in rows if kind in r["provides"] or r["status"] in ("error", "incompatible")
+                or (r["status"] == "warning" and not r["provides"])]
     components = _components(plugins, kind)
     checks = _run_checks([r["name"] for r in rows]) if check else {}
     if as_json:
@@ -40,6 +42,13 @@ def list_plugins(as_json: bool, kind: str | None, check: bool, verbose: bool) ->
     else:
         _print_table(rows, components if verbose else None, checks)
     return 1 if any(not c["ok"] for c in checks.values()) else 0
+
+
+def warn_load_failures(plugins: Any) -> None:
+    """One warning line on stderr per plugin that failed to load (commands that run print these first)."""
+    for p in plugins.errors():
+        click.echo(f"warning: plugin {p.name!r} ({p.distribution} {p.version}) failed to load, its components "
+                   f"are unavailable: {p.error} (rlightning list-plugins shows every plugin)", err=True)
 
 
 def _components(plugins: Any, kind: str | None) -> list[dict[str, Any]]:
@@ -91,6 +100,8 @@ def _print_table(rows: list[dict[str, Any]], components: list[dict[str, Any]] | 
     for r in rows:
         if r["error"]:
             click.echo(f"\n{r['name']} ({r['distribution']} {r['version']}) {r['status']}: {r['error']}")
+        elif r["warnings"]:
+            click.echo(f"\n{r['name']} ({r['distribution']} {r['version']}) warning: {'; '.join(r['warnings'])}")
     if components:
         click.echo("\nComponents:")
         for c in components:
@@ -116,12 +127,15 @@ ps = load_plugins(strict=False)
 info = next((p for p in ps.plugins if p.name == sys.argv[1]), None)
 heavy = sorted(m for m in ("torch", "ray") if m in sys.modules)
 print(json.dumps({"status": info.status if info else "missing", "error": info.error if info else None,
-                  "heavy_imports": heavy}))
+                  "warnings": info.warnings if info else [], "heavy_imports": heavy}))
 """
 
 
 def _run_checks(names: list[str]) -> dict[str, dict[str, Any]]:
-    """Load each plugin alone in a fresh interpreter: import errors, hook validation, heavy imports."""
+    """Load each plugin alone in a fresh interpreter: import errors, hook validation, heavy imports.
+
+    Unlike a plain listing, a check fails on warnings too: it is what a plugin author runs before a release.
+    """
     results: dict[str, dict[str, Any]] = {}
     for name in names:
         env = {**os.environ, "RLIGHTNING_LOAD_PLUGINS": "" if name == "builtin" else name}
@@ -134,9 +148,10 @@ def _run_checks(names: list[str]) -> dict[str, dict[str, Any]]:
             results[name] = {"ok": False, "detail": f"checker crashed: {proc.stderr.strip()[-300:]}"}
             continue
         problems = []
-        if data["status"] != "loaded":
+        if data["status"] not in ("loaded", "warning"):
             problems.append(f"{data['status']}: {data['error']}")
-        if data["heavy_imports"]:
+        problems += data["warnings"]
+        if data["heavy_imports"] and not any(w.startswith("imports ") for w in data["warnings"]):
             problems.append(f"imports {', '.join(data['heavy_imports'])} at import time "
                             "(move heavy imports into factories)")
         results[name] = {"ok": not problems, "detail": "; ".join(problems), **data}

@@ -17,10 +17,11 @@ from rlightning_core.types import HOOK_FOR_KIND, KINDS
 
 _NAME_RE = re.compile(r"^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*$")
 
-#: Per kind: description, implementation module and class suffix, what the factory receives, how to use it,
-#: and extra arguments of the conformance check.
+#: Per kind: the example logic the scaffold implements (which the author replaces), description, implementation
+#: module and class suffix, what the factory receives, how to use it, and extra arguments of the conformance check.
 _KINDS: dict[str, dict[str, str]] = {
     "env": {
+        "example": "a corridor (walk right to reach the goal)",
         "description": "A corridor env for rlightning: walk right to reach the goal.",
         "impl_module": "env", "suffix": "Env",
         "factory_kwargs": "num_envs, seed, worker_index and render_mode",
@@ -28,6 +29,7 @@ _KINDS: dict[str, dict[str, str]] = {
         "check_args": "",
     },
     "policy": {
+        "example": "an advantage actor-critic (A2C) for Discrete actions",
         "description": "An advantage actor-critic (A2C) policy for rlightning, for Discrete actions.",
         "impl_module": "policy", "suffix": "Policy",
         "factory_kwargs": "observation_space, action_space, role, device and seed",
@@ -35,6 +37,7 @@ _KINDS: dict[str, dict[str, str]] = {
         "check_args": "",
     },
     "buffer": {
+        "example": "a first-in-first-out replay buffer",
         "description": "A first-in-first-out replay buffer for rlightning.",
         "impl_module": "buffer", "suffix": "Buffer",
         "factory_kwargs": "spec (a BufferSpec)",
@@ -42,6 +45,7 @@ _KINDS: dict[str, dict[str, str]] = {
         "check_args": "",
     },
     "preprocessor": {
+        "example": "running max-abs observation scaling",
         "description": "Running max-abs observation scaling for rlightning.",
         "impl_module": "preprocessor", "suffix": "Preprocessor",
         "factory_kwargs": "observation_space and num_envs",
@@ -49,6 +53,7 @@ _KINDS: dict[str, dict[str, str]] = {
         "check_args": "",
     },
     "engine": {
+        "example": "an on-policy loop (collect, learn, sync weights)",
         "description": "An on-policy training loop for rlightning.",
         "impl_module": "engine", "suffix": "Engine",
         "factory_kwargs": "config, env_group, policy_group and buffer",
@@ -56,6 +61,7 @@ _KINDS: dict[str, dict[str, str]] = {
         "check_args": ', {"rollout_steps": 8}',
     },
     "logger": {
+        "example": "a tab-separated metrics file",
         "description": "A tab-separated metrics logger for rlightning.",
         "impl_module": "logger", "suffix": "Logger",
         "factory_kwargs": "run_dir",
@@ -89,7 +95,9 @@ def plan_files(name: str, kind: str) -> tuple[str, dict[str, str]]:
         "name": short, "dist": dist, "module": module, "ident": ident, "Class": _camel(short), "kind": kind,
         "hook": HOOK_FOR_KIND[kind], "impl_module": info["impl_module"], "impl_file": f"{info['impl_module']}.py",
         "impl_class": f"{_camel(short)}{info['suffix']}", "factory_kwargs": info["factory_kwargs"],
-        "description": info["description"], "check_args": info["check_args"],
+        "description": f"{info['description'].rstrip('.')} (the example rlightning new-plugin generates: "
+                       "replace it).",
+        "example": info["example"], "check_args": info["check_args"],
     }
     values["usage"] = _fill(info["usage"], values)
     root = resources.files("rlightning_cli") / "templates"
@@ -136,9 +144,14 @@ def new_plugin(name: str, kind: str, directory: str) -> int:
         path = target / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
-    click.echo(f"Created {target} ({kind} plugin, component {dist.removeprefix('rlightning-')!r}):")
+    short = dist.removeprefix("rlightning-")
+    module = dist.replace("-", "_")
+    click.echo(f"Created {target} ({kind} plugin, component {short!r}):")
     for rel in sorted(files):
         click.echo(f"  {rel}")
+    click.echo(f"\nThe {kind} is a working example, {_KINDS[kind]['example']}, under the name {short!r}: replace its "
+               f"logic in {module}/{_KINDS[kind]['impl_module']}.py (and its options in {module}/params.py) with "
+               f"{short}'s own. The tests check the {kind} contract, not the example's behaviour.")
     click.echo(f"\nNext:\n  pip install -e {target}\n  rlightning list-plugins --kind {kind}\n"
                f"  pytest {target / 'tests'}")
     return 0

@@ -81,8 +81,11 @@ def train(config_file: str, overrides: tuple[str, ...], run_dir: str | None, res
     """Train with CONFIG (YAML/TOML/JSON), overridden by KEY=VALUE pairs such as policy.params.lr=1e-3."""
     from pathlib import Path
 
+    from rlightning_cli.commands.list_plugins import warn_load_failures
     from rlightning_core.config import load_config
+    from rlightning_core.plugins import get_plugins
 
+    warn_load_failures(get_plugins())
     config = load_config(config_file, overrides)
     if resume is not None and run_dir is None:
         resume_path = Path(resume)

@@ -47,13 +47,18 @@ def check_env(component: str | Callable[..., Any], params: Any = None, *, config
         s.ok(f"reset(seed) returns observations shaped (num_envs, *observation_space.shape) = {obs.shape}")
         actions = _action_sampler(act_space, seed)
         ended = {"terminated": 0, "truncated": 0}
+        episodes = _Episodes(num_envs, obs)
         for t in range(steps):
             batch = s.call(f"step(actions) at step {t}", worker.step, actions(num_envs))
             _check_step(s, batch, obs_space, num_envs, t, ended)
+            episodes.step(s, batch, t)
         s.ok(f"{steps} steps: obs, float32 reward, bool terminated/truncated with the right shapes")
         if ended["terminated"] + ended["truncated"]:
             s.ok(f"episode ends ({ended['terminated']} terminated, {ended['truncated']} truncated) come with "
                  "final_obs and one EpisodeStats each")
+            s.ok("every EpisodeStats: length within the steps since its episode began, episode_return the sum of "
+                 "their rewards")
+            episodes.check_autoreset(s)
         else:
             s.note(f"no episode ended within {steps} steps of random actions: final_obs and episode stats were "
                    "not checked (pass a larger steps=)")
@@ -155,6 +160,63 @@ def _check_step(s: Subject, batch: Any, obs_space: Any, n: int, t: int, ended: d
     if not isinstance(batch.metrics, dict) or not all(
             isinstance(k, str) and isinstance(v, list) for k, v in batch.metrics.items()):
         s.fail(f"{where}: metrics is {_short(batch.metrics)}", "metrics is a dict of name -> list of floats")
+
+
+class _Episodes:
+    """Counts each env's steps and rewards since its episode began, to hold ``EpisodeStats`` and autoreset to them.
+
+    After ``reset(seed)`` every env starts an episode, and one that ends starts the next, so an episode's
+    ``length`` cannot exceed the steps taken since then, and its ``episode_return`` is the sum of their rewards
+    (an env may idle between episodes, as finished agents of a multi-agent env do, with reward 0: those steps
+    need not count). An env whose ``obs`` is still the final observation at every episode end did not reset.
+    """
+
+    def __init__(self, n: int, reset_obs: np.ndarray) -> None:
+        self.length = np.zeros(n, dtype=np.int64)
+        self.ret = np.zeros(n, dtype=np.float64)
+        self.first_obs = [np.array(row) for row in reset_obs]
+        self.ends = 0
+        self.not_reset: list[tuple[int, int, np.ndarray]] = []
+        """``(step, env, final obs)`` of the ends after which ``obs`` still held the final observation."""
+
+    def step(self, s: Subject, batch: Any, t: int) -> None:
+        self.length += 1
+        self.ret += np.asarray(batch.reward, dtype=np.float64)
+        where = f"step() at step {t}"
+        for ep in batch.episodes:
+            i, counted, summed = ep.env_index, int(self.length[ep.env_index]), float(self.ret[ep.env_index])
+            if ep.length > counted:
+                s.fail(f"{where}: env {i}'s EpisodeStats say length={ep.length}, but only {counted} steps were "
+                       "taken since reset() or since its previous episode ended",
+                       "count each episode's steps and restart the count when the episode ends (autoreset); a "
+                       "count that keeps growing across episodes means the env was not reset")
+            if not np.isclose(ep.episode_return, summed, rtol=1e-4, atol=1e-4):
+                s.fail(f"{where}: env {i}'s EpisodeStats say episode_return={ep.episode_return:.6g}, but the "
+                       f"rewards of its {counted} steps sum to {summed:.6g}",
+                       "report the undiscounted sum of the episode's rewards, as returned in StepBatch.reward, and "
+                       "restart the sum when the episode ends")
+        for i in np.flatnonzero(batch.terminated | batch.truncated).tolist():
+            self.ends += 1
+            if np.array_equal(batch.obs[i], batch.final_obs[i]):
+                self.not_reset.append((t, i, np.array(batch.final_obs[i])))
+            self.length[i], self.ret[i] = 0, 0.0
+
+    def check_autoreset(self, s: Subject) -> None:
+        """Fail if ``obs`` was the final observation at every end, and one of those is no first observation.
+
+        An env whose first and last observations coincide (a constant observation) is not blamed: its final
+        observations are among the ones ``reset()`` returned.
+        """
+        foreign = [(t, i, f) for t, i, f in self.not_reset if not any(np.array_equal(f, o) for o in self.first_obs)]
+        if self.ends >= 2 and len(self.not_reset) == self.ends and foreign:
+            t, i, final = foreign[0]
+            s.fail(f"at all {self.ends} episode ends obs held the episode's final observation (e.g. env {i} at "
+                   f"step {t}: {_short(final)}, which reset() never returned): the envs are not reset when an "
+                   "episode ends",
+                   "reset an env as soon as its episode ends (autoreset): obs holds the first observation of the "
+                   "next episode, final_obs the last one of the episode that ended; a Gymnasium vector env "
+                   "does this in the same step with autoreset_mode=AutoresetMode.SAME_STEP")
+        s.ok(f"autoreset: after each of the {self.ends} episode ends obs holds a first observation")
 
 
 def _check_determinism(s: Subject, worker: Any, n: int, seed: int, steps: int) -> None:

@@ -61,6 +61,8 @@ import torch
 
 from rlightning_core import hookimpl
 
+RLIGHTNING_PLUGIN_API = ">=1,<2"
+
 
 @hookimpl
 def register_envs(register):
@@ -69,6 +71,8 @@ def register_envs(register):
 
 LIGHT_PLUGIN = '''
 from rlightning_core import hookimpl
+
+RLIGHTNING_PLUGIN_API = ">=1,<2"
 
 
 @hookimpl
@@ -94,7 +98,7 @@ print("PROBE", code, ",".join(heavy) or "-", file=sys.stderr)
 """
 
 PLUGIN_ROW_KEYS = {
-    "name", "distribution", "version", "entry_point", "status", "error", "api", "hooks", "provides",
+    "name", "distribution", "version", "entry_point", "status", "error", "warnings", "api", "hooks", "provides",
 }
 COMPONENT_KEYS = {
     "kind", "name", "qualified_name", "plugin", "distribution", "version", "description", "config",
@@ -141,6 +145,16 @@ def test_help_lists_core_and_plugin_commands(cli):
     assert cli("config", "-h").stdout.count("validate") >= 1
 
 
+def test_env_client_help_keeps_its_examples_one_per_line(cli):
+    result = cli("env-client", "--help")
+    assert_clean(result)
+    assert "\\b" not in result.stdout  # click's no-rewrap marker is markup, never printed
+    lines = result.stdout.splitlines()
+    assert "    rlightning env-client --connect 127.0.0.1:5555 --num-envs 8 gymnasium:CartPole-v1" in lines
+    assert ("    RLIGHTNING_ENV_TOKEN=... rlightning env-client --connect 10.0.0.5:5555 "
+            "examples/cartpole_ppo_remote.yaml") in lines
+
+
 def test_version_lists_plugins(cli):
     result = cli("--version", RLIGHTNING_DISABLE_PLUGINS="rlightning-test-twin")
     assert_clean(result)
@@ -183,17 +197,20 @@ def test_list_plugins_json_schema(cli):
         assert set(row) == PLUGIN_ROW_KEYS
         for key in ("name", "distribution", "version", "entry_point", "status"):
             assert isinstance(row[key], str)
-        assert row["status"] in {"loaded", "error", "incompatible", "disabled"}
+        assert row["status"] in {"loaded", "warning", "error", "incompatible", "disabled"}
+        assert isinstance(row["warnings"], list)
+        if row["status"] in ("loaded", "warning"):
+            assert bool(row["warnings"]) == (row["status"] == "warning")
         assert isinstance(row["hooks"], list)
         assert isinstance(row["provides"], dict)
         assert all(isinstance(v, list) for v in row["provides"].values())
-        assert (row["error"] is None) == (row["status"] in ("loaded", "disabled"))
+        assert (row["error"] is None) == (row["status"] in ("loaded", "warning", "disabled"))
     rows = {row["name"]: row for row in payload["plugins"]}
     assert rows["builtin"]["distribution"] == "rlightning"
     dummy = rows["rlightning-test-dummy"]
     assert dummy == {
         "name": "rlightning-test-dummy", "distribution": "rlightning-test-dummy", "version": "1.0",
-        "entry_point": "rlightning_test_dummy", "status": "loaded", "error": None, "api": ">=1,<2",
+        "entry_point": "rlightning_test_dummy", "status": "loaded", "error": None, "warnings": [], "api": ">=1,<2",
         "hooks": ["register_envs", "register_policies", "register_buffers", "register_preprocessors",
                   "register_engines", "register_loggers"],
         "provides": {"env": ["dummy-env", "shared-env"], "policy": ["dummy-policy"],
@@ -271,8 +288,8 @@ def test_list_plugins_check_reports_heavy_imports(make_plugin_dist, rlightning_c
                             pythonpath=make_plugin_dist.pythonpath, allow=["rlt-cli-heavy", "rlt-cli-light"])
     assert result.returncode == 1, result.output
     assert "Traceback" not in result.output
-    assert ("check rlt-cli-heavy: FAILED (imports torch at import time (move heavy imports into factories))"
-            in result.stdout)
+    assert ("check rlt-cli-heavy: FAILED (imports torch while loading, which every rlightning command then pays "
+            "for (import heavy libraries inside the factories))" in result.stdout)
     assert "check rlt-cli-light: ok" in result.stdout
 
 

@@ -12,6 +12,7 @@ import os
 import re
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -51,12 +52,31 @@ def test_the_guide_has_files_commands_and_expected_outputs():
     assert "corridor_a2c.yaml" in files
 
 
-def test_the_new_plugin_listing_in_the_guide_is_current():
-    from rlightning_cli.commands.new_plugin import plan_files
-
+def test_the_new_plugin_output_in_the_guide_is_current(tmp_path):
     text = GUIDE.read_text(encoding="utf-8")
-    shown = text.split("$ rlightning new-plugin gridworld --kind env\n", 1)[1].split("```", 1)[0].splitlines()[1:]
-    assert [line.strip() for line in shown if line.strip()] == sorted(plan_files("gridworld", "env")[1])
+    shown = text.split("$ rlightning new-plugin gridworld --kind env\n", 1)[1].split("```", 1)[0]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RLIGHTNING_")}
+    proc = subprocess.run([sys.executable, "-m", "rlightning_cli", "new-plugin", "gridworld", "--kind", "env"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=True)
+    assert shown == proc.stdout.split("\nNext:", 1)[0]
+
+
+def _preprocessor_example() -> str:
+    section = GUIDE.read_text(encoding="utf-8").split("## Other kinds: a preprocessor\n", 1)[1].split("\n## ", 1)[0]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_preprocessor_example_in_the_guide_loads_and_conforms(make_plugin_dist):
+    from rlightning_core.plugins import load_plugins
+    from rlightning_core.testing import check_preprocessor
+
+    make_plugin_dist("rlightning-minmax", "0.1.0", "rlightning_minmax_guide", _preprocessor_example(),
+                     entry_name="minmax")
+    plugins = load_plugins(allow=["minmax"])
+    (info,) = [p for p in plugins.plugins if p.name == "minmax"]
+    assert (info.status, info.warnings, info.provides) == ("loaded", [], {"preprocessor": ["minmax"]})
+    report = check_preprocessor("minmax", registry=plugins.registry)
+    assert "merge([state]) into a fresh instance reproduces the transform" in report.passed
 
 
 @pytest.mark.slow

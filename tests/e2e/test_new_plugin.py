@@ -48,6 +48,17 @@ def test_bad_names_and_existing_folders_are_user_errors(tmp_path):
     assert "--kind" in rl("new-plugin", "x", "--kind", "robot").stderr
 
 
+def test_the_scaffold_says_its_logic_is_an_example_to_replace(tmp_path):
+    result = rl("new-plugin", "gridworld", "--kind", "env", "--dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert ("The env is a working example, a corridor (walk right to reach the goal), under the name 'gridworld': "
+            "replace its logic in rlightning_gridworld/env.py") in result.stdout
+    readme = (tmp_path / "rlightning-gridworld" / "README.md").read_text(encoding="utf-8")
+    assert "**Replace the example.**" in readme and "an example, a corridor (walk right to reach the goal)" in readme
+    pyproject = (tmp_path / "rlightning-gridworld" / "pyproject.toml").read_text(encoding="utf-8")
+    assert "(the example rlightning new-plugin generates: replace it)" in pyproject  # list-plugins shows it too
+
+
 @pytest.mark.slow
 def test_every_scaffold_installs_lists_and_passes_its_tests(tmp_path):
     """As a user would: scaffold, ``pip install -e``, ``list-plugins``, the scaffold's own pytest."""

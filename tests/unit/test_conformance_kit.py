@@ -57,6 +57,94 @@ class WrongShape(SpaceEnv):
         return super().reset(seed)[:, :2]
 
 
+class WrongReturn(SpaceEnv):
+    """Reports episode returns that are not the sum of the episode's rewards."""
+
+    def step(self, actions):
+        batch = super().step(actions)
+        for ep in batch.episodes:
+            ep.episode_return += 0.5
+        return batch
+
+
+class StaleLengths(SpaceEnv):
+    """Counts episode lengths from reset() and never restarts the count (an autoreset that forgets a counter)."""
+
+    def reset(self, seed=None):
+        self.since_reset = np.zeros(self.num_envs, dtype=np.int64)
+        return super().reset(seed)
+
+    def step(self, actions):
+        batch = super().step(actions)
+        self.since_reset += 1
+        for ep in batch.episodes:
+            ep.length = int(self.since_reset[ep.env_index])
+        return batch
+
+
+class NextStepCartPole:
+    """CartPole in a Gymnasium vector env left in its default NEXT_STEP autoreset mode, converted naively: on the
+    step an episode ends, ``obs`` is still the final observation, and the env resets one step later."""
+
+    def __init__(self, *, num_envs, seed):
+        import gymnasium as gym
+
+        self._env = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1") for _ in range(num_envs)])
+        self.num_envs = num_envs
+        self.observation_space = self._env.single_observation_space
+        self.action_space = self._env.single_action_space
+        self._seed = seed
+        self._t = np.zeros(num_envs, dtype=np.int64)
+        self._ret = np.zeros(num_envs)
+
+    def reset(self, seed=None):
+        self._t[:], self._ret[:] = 0, 0.0
+        return self._env.reset(seed=self._seed if seed is None else seed)[0]
+
+    def step(self, actions):
+        from rlightning_core.env.base import EpisodeStats
+
+        obs, reward, terminated, truncated, _ = self._env.step(actions)
+        self._t += 1
+        self._ret += reward
+        done = terminated | truncated
+        episodes = [EpisodeStats(env_index=i, episode_return=float(self._ret[i]), length=int(self._t[i]))
+                    for i in np.flatnonzero(done)]
+        self._t[done], self._ret[done] = 0, 0.0
+        return StepBatch(obs=obs, reward=reward.astype(np.float32), terminated=terminated, truncated=truncated,
+                         final_obs=obs.copy() if done.any() else None, episodes=episodes)
+
+    def close(self):
+        self._env.close()
+
+
+class ConstantBandit:
+    """One-step episodes whose only observation is 0: the first and the final observation are the same."""
+
+    def __init__(self, *, num_envs, seed):
+        from gymnasium import spaces
+
+        self.num_envs = num_envs
+        self.observation_space = spaces.Box(0.0, 1.0, shape=(1,), dtype=np.float32)
+        self.action_space = spaces.Discrete(2)
+
+    def reset(self, seed=None):
+        return np.zeros((self.num_envs, 1), dtype=np.float32)
+
+    def step(self, actions):
+        from rlightning_core.env.base import EpisodeStats
+
+        reward = (np.asarray(actions) == 1).astype(np.float32)
+        obs = np.zeros((self.num_envs, 1), dtype=np.float32)
+        return StepBatch(obs=obs, reward=reward, terminated=np.ones(self.num_envs, dtype=bool),
+                         truncated=np.zeros(self.num_envs, dtype=bool), final_obs=obs.copy(),
+                         episodes=[EpisodeStats(env_index=i, episode_return=float(r), length=1)
+                                   for i, r in enumerate(reward)])
+
+    def close(self):
+        pass
+
+
 def env_factory(cls):
     def factory(*, num_envs, seed, worker_index=0, render_mode=None):
         obs, act = default_spaces()
@@ -134,7 +222,7 @@ class BrokenLogger(RecordingLogger):
 
 def test_doubles_pass_and_reports_list_what_was_checked():
     report = check_env(make_space_env, {"continuous": True}, config=SpaceEnvParams)
-    assert "env make_space_env: 8 checks passed" in str(report)
+    assert "env make_space_env: 10 checks passed" in str(report)
     assert not report.notes
     check_policy(TinyPolicy, config=TinyPolicyParams, action_space=default_spaces(continuous=True)[1])
 
@@ -185,6 +273,30 @@ def test_broken_envs_are_reported_with_the_fix(cls, message):
     with pytest.raises(ConformanceError, match=message) as info:
         check_env(env_factory(cls))
     assert str(info.value).startswith("env env_factory.<locals>.factory: ")
+
+
+def test_episode_returns_that_are_not_the_sum_of_rewards_fail():
+    with pytest.raises(ConformanceError, match=r"env \d's EpisodeStats say episode_return=\S+, but the rewards of its "
+                                               r"\d+ steps sum to \S+\n  fix: report the undiscounted sum"):
+        check_env(env_factory(WrongReturn))
+
+
+def test_episode_lengths_that_do_not_restart_fail():
+    with pytest.raises(ConformanceError, match=r"env \d's EpisodeStats say length=\d+, but only \d+ steps were "
+                                               r"taken since reset\(\) or since its previous episode ended"):
+        check_env(env_factory(StaleLengths))
+
+
+def test_a_gymnasium_vector_env_in_next_step_mode_fails_the_autoreset_check():
+    with pytest.raises(ConformanceError, match=r"episode ends obs held the episode's final observation .*: the envs "
+                                               r"are not reset when an episode ends\n  fix: reset an env as soon as "
+                                               r".*autoreset_mode=AutoresetMode.SAME_STEP"):
+        check_env(lambda **kw: NextStepCartPole(num_envs=kw["num_envs"], seed=kw["seed"]))
+
+
+def test_an_env_whose_first_and_final_observations_coincide_passes():
+    report = check_env(lambda **kw: ConstantBandit(num_envs=kw["num_envs"], seed=kw["seed"]))
+    assert any(line.startswith("autoreset: after each of the 400 episode ends") for line in report.passed)
 
 
 @pytest.mark.parametrize("cls, message", [

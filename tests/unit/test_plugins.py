@@ -76,8 +76,8 @@ def test_discovers_an_installed_distribution(make_plugin_dist):
 def test_plugin_row_is_json_ready(make_plugin_dist):
     make_plugin_dist("rlt-alpha", "1.0", "rlt_alpha_json", env_plugin("alpha-env"))
     row = info(load_plugins(allow=["rlt-alpha"]), "rlt-alpha").to_json()
-    assert set(row) == {"name", "distribution", "version", "entry_point", "status", "error", "api", "hooks",
-                        "provides"}
+    assert set(row) == {"name", "distribution", "version", "entry_point", "status", "error", "warnings", "api",
+                        "hooks", "provides"}
     assert row["provides"] == {"env": ["alpha-env"]}
 
 
@@ -93,7 +93,7 @@ def test_description_defaults_to_the_factory_docstring(make_plugin_dist):
     source = '''
     from rlightning_core import hookimpl
 
-    def make():
+    def make(**kwargs):
         """Builds the documented env.
 
         More detail that is not part of the one-line description.
@@ -108,11 +108,16 @@ def test_description_defaults_to_the_factory_docstring(make_plugin_dist):
     assert ps.registry.resolve("env", "documented").description == "Builds the documented env."
 
 
-def test_plugin_without_api_declaration_loads(make_plugin_dist):
+def test_plugin_without_api_declaration_loads_with_a_warning(make_plugin_dist):
     make_plugin_dist("rlt-noapi", "1.0", "rlt_noapi", env_plugin("noapi-env", api=None))
     ps = load_plugins(allow=["rlt-noapi"])
-    assert info(ps, "rlt-noapi").status == "loaded"
-    assert info(ps, "rlt-noapi").api is None
+    noapi = info(ps, "rlt-noapi")
+    assert noapi.status == "warning" and noapi.loaded
+    assert noapi.api is None
+    assert noapi.warnings == ["declares no RLIGHTNING_PLUGIN_API, so rlightning cannot tell which plugin API it "
+                              'was written for (add RLIGHTNING_PLUGIN_API = ">=1,<2" to module rlt_noapi)']
+    assert ps.registry.resolve("env", "noapi-env").distribution == "rlt-noapi"  # its components still load
+    assert "rlt-noapi" in ps.selection()
 
 
 def test_extra_plugins_register_like_entry_points():
@@ -461,3 +466,108 @@ def test_plugin_objects_are_reachable_by_name(three_plugins):
     assert isinstance(plugin_module(ps, "one"), types.ModuleType)
     assert plugin_module(ps, "three") is None
     assert ps.hook is ps.pm.hook
+
+
+# ------------------------------------------------------------------------------ diagnostics for plugin authors
+
+
+BAD_SIGNATURES = '''
+from attrs import define
+
+from rlightning_core import hookimpl
+
+RLIGHTNING_PLUGIN_API = ">=1,<2"
+
+
+@define(frozen=True)
+class Params:
+    size: int = 3
+
+
+def make_bad(params, *, seed, worker_index=0):
+    return None
+
+
+@hookimpl
+def register_envs(register):
+    register("bad-env", make_bad, config=Params)
+'''
+
+LOGGER_WITHOUT_CONFIG = '''
+from rlightning_core import hookimpl
+
+RLIGHTNING_PLUGIN_API = ">=1,<2"
+
+
+class TsvLogger:
+    def __init__(self, params, *, run_dir):
+        self.run_dir = run_dir
+
+    def log(self, step, metrics):
+        pass
+
+    def close(self):
+        pass
+
+
+@hookimpl
+def register_loggers(register):
+    register("tsv", TsvLogger)
+'''
+
+
+def test_a_factory_the_core_cannot_call_is_a_load_error_naming_the_plugin(make_plugin_dist):
+    make_plugin_dist("rlt-badsig", "1.0", "rlt_badsig", BAD_SIGNATURES)
+    make_plugin_dist("rlt-good", "1.0", "rlt_good_sig", env_plugin("good-env"))
+    ps = load_plugins(allow=["rlt-badsig", "rlt-good"])
+    bad = info(ps, "rlt-badsig")
+    assert bad.status == "error"
+    assert bad.error == (
+        "registration failed: TypeError: env 'bad-env': factory make_bad(params, *, seed, worker_index=0) cannot "
+        "be called the way the core calls env factories, factory(params, *, num_envs, seed, worker_index): got an "
+        "unexpected keyword argument 'num_envs'")
+    assert "bad-env" not in ps.registry.names("env")
+    assert info(ps, "rlt-good").status == "loaded"  # the other plugins still load
+    with pytest.raises(UnknownComponentError, match=r"Plugins that failed to load and might provide it: rlt-badsig "
+                                                    r"from rlt-badsig \(registration failed: TypeError: env "
+                                                    r"'bad-env': factory make_bad"):
+        ps.registry.resolve("env", "bad-env")
+
+
+def test_a_logger_without_config_whose_factory_takes_params_is_a_load_error(make_plugin_dist):
+    make_plugin_dist("rlt-tsv", "1.0", "rlt_tsv", LOGGER_WITHOUT_CONFIG)
+    tsv = info(load_plugins(allow=["rlt-tsv"]), "rlt-tsv")
+    assert tsv.status == "error"
+    assert tsv.error == (
+        "registration failed: TypeError: logger 'tsv': factory TsvLogger(params, *, run_dir) cannot be called the "
+        "way the core calls logger factories, factory(*, run_dir): missing a required argument: 'params'; it is "
+        "registered without config=, so it receives no params: pass config=ParamsClass to register(), or drop "
+        "that argument")
+
+
+def test_an_env_factory_without_render_mode_loads_with_a_warning(make_plugin_dist):
+    source = env_plugin(header="def make(*, num_envs, seed, worker_index):\n    return None\n").replace(
+        "    pass", "    register('novideo', make)")
+    make_plugin_dist("rlt-novideo", "1.0", "rlt_novideo", source)
+    ps = load_plugins(allow=["rlt-novideo"])
+    novideo = info(ps, "rlt-novideo")
+    assert (novideo.status, novideo.error) == ("warning", None)
+    assert novideo.warnings == [
+        "env 'novideo': factory make(*, num_envs, seed, worker_index) does not accept render_mode=, which the core "
+        "passes to record episode videos: eval --video, logging.video_every"]
+    assert ps.registry.resolve("env", "novideo").plugin == "rlt-novideo"
+
+
+def test_a_plugin_with_no_hooks_loads_with_a_warning(make_plugin_dist):
+    make_plugin_dist("rlt-empty", "1.0", "rlt_empty", 'RLIGHTNING_PLUGIN_API = ">=1,<2"\n')
+    make_plugin_dist("rlt-undecorated", "1.0", "rlt_undecorated",
+                     'RLIGHTNING_PLUGIN_API = ">=1,<2"\n\ndef register_envs(register):\n    pass\n')
+    ps = load_plugins(allow=["rlt-empty", "rlt-undecorated"])
+    empty, undecorated = info(ps, "rlt-empty"), info(ps, "rlt-undecorated")
+    assert (empty.status, empty.hooks, empty.provides) == ("warning", [], {})
+    assert empty.warnings == ["implements no hooks, so it provides nothing (decorate its hook functions with "
+                              "@rlightning_core.hookimpl)"]
+    assert undecorated.warnings == ["implements no hooks, so it provides nothing: register_envs lacks the "
+                                    "@rlightning_core.hookimpl decorator"]
+    assert ps.errors() == []  # warnings are not load errors: strict mode and exit codes ignore them
+    load_plugins(allow=["rlt-empty"], strict=True)

@@ -6,7 +6,7 @@ import attrs
 import pytest
 
 from rlightning_core.errors import DuplicateComponentError, UnknownComponentError, UserError
-from rlightning_core.registry import ComponentSpec, Registry, normalize_dist_name, validate_registration
+from rlightning_core.registry import ComponentSpec, Registry, check_factory, normalize_dist_name, validate_registration
 from rlightning_core.types import HOOK_FOR_KIND, KINDS
 
 
@@ -123,4 +123,97 @@ def test_validate_registration_rejects(args, error, match):
 
 @pytest.mark.parametrize("name", ["CartPole-v1", "ppo", "my_env.v2", "org/env", "0x"])
 def test_validate_registration_accepts(name):
-    validate_registration("env", name, print, Params, "fine")
+    assert validate_registration("env", name, lambda params, **kw: None, Params, "fine") == []
+
+
+# -- factory signatures: the core's call of each kind must bind (FACTORY_CALLS) ----------------------------------
+
+
+class GoodEnv:
+    def __init__(self, params, *, num_envs, seed, worker_index=0, render_mode=None):
+        pass
+
+
+class NoSeedEnv:
+    def __init__(self, params, *, num_envs, worker_index=0):
+        pass
+
+
+def env_no_num_envs(params, *, seed, worker_index=0):
+    return None
+
+
+def logger_wants_params(params, *, run_dir):
+    return None
+
+
+def policy_kwargs(params, **kwargs):
+    return None
+
+
+def buffer_positional(params, spec):
+    return None
+
+
+def no_positional(*, num_envs, seed, worker_index, render_mode=None):
+    return None
+
+
+@pytest.mark.parametrize(("kind", "factory", "config"), [
+    ("env", GoodEnv, Params),  # a class is checked through its __init__
+    ("env", no_positional, None),
+    ("policy", policy_kwargs, Params),  # **kwargs takes whatever the core passes
+    ("buffer", buffer_positional, Params),  # keywords bind positional-or-keyword parameters too
+    ("logger", lambda *, run_dir: None, None),
+    ("engine", lambda params, *, config, env_group, policy_group, buffer, plugins=None: None, Params),
+    ("preprocessor", lambda params, *, observation_space, num_envs: None, Params),
+])
+def test_factories_the_core_can_call_pass(kind, factory, config):
+    assert check_factory(kind, "ok", factory, config) == []
+
+
+@pytest.mark.parametrize(("kind", "factory", "config", "message"), [
+    ("env", env_no_num_envs, Params,
+     "env 'bad': factory env_no_num_envs(params, *, seed, worker_index=0) cannot be called the way the core calls "
+     "env factories, factory(params, *, num_envs, seed, worker_index): got an unexpected keyword argument "
+     "'num_envs'"),
+    ("env", NoSeedEnv, Params, "factory NoSeedEnv(params, *, num_envs, worker_index=0) cannot be called the way "
+                               "the core calls env factories, factory(params, *, num_envs, seed, worker_index): got "
+                               "an unexpected keyword argument 'seed'"),
+    ("logger", logger_wants_params, None,
+     "logger 'bad': factory logger_wants_params(params, *, run_dir) cannot be called the way the core calls logger "
+     "factories, factory(*, run_dir): missing a required argument: 'params'; it is registered without config=, so "
+     "it receives no params: pass config=ParamsClass to register(), or drop that argument"),
+    ("env", no_positional, Params,
+     "worker_index): too many positional arguments; it is registered with config=Params, so its first "
+     "positional argument is the structured params"),
+    ("policy", lambda params, *, observation_space, action_space, seed: None, Params,
+     "factory(params, *, observation_space, action_space, role, device, seed): got an unexpected keyword "
+     "argument 'role'"),
+])
+def test_factories_the_core_cannot_call_are_refused_in_one_line(kind, factory, config, message):
+    with pytest.raises(TypeError) as info:
+        check_factory(kind, "bad", factory, config)
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_optional_keywords_the_factory_cannot_take_are_warnings():
+    (warning,) = check_factory("env", "novideo", lambda params, *, num_envs, seed, worker_index: None, Params)
+    assert warning.startswith("env 'novideo': factory <lambda>(params, *, num_envs, seed, worker_index) does not "
+                              "accept render_mode=, which the core passes to record episode videos")
+
+
+def test_a_policys_rollout_factory_is_checked_against_its_own_call():
+    def rollout(params, *, observation_space, action_space):
+        return None
+
+    with pytest.raises(TypeError, match=r"policy 'p': rollout factory rollout\(params, \*, observation_space, "
+                                        r"action_space\) cannot be called the way the core calls policy rollout "
+                                        r"factories, rollout\(params, \*, observation_space, action_space, "
+                                        r"seed\): got an unexpected keyword argument 'seed'"):
+        validate_registration("policy", "p", policy_kwargs, Params, "", rollout)
+
+
+def test_callables_without_a_signature_are_not_checked():
+    assert check_factory("env", "builtin-callable", dict, None) == []  # dict() has no introspectable signature
