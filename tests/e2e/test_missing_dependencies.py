@@ -59,6 +59,7 @@ CASES = [
     ("ray", "ray", "examples/cartpole_ppo_ray.yaml", "ray", "pip install 'rlightning[ray]'"),
     ("moviepy", "moviepy", VIDEO, "moviepy", "pip install 'rlightning[video]'"),
     ("pettingzoo-family", "pymunk", PISTONBALL, "pymunk", "pip install 'rlightning-pettingzoo[butterfly]'"),
+    ("mpe2-requirement", "pygame", "examples/simple_spread_ppo.yaml", "pygame", "pip install pygame-ce"),
     ("rsl-rl", "rsl_rl", "examples/inverted_pendulum_rsl_rl.yaml", "rsl_rl", "pip install 'rsl-rl-lib>=5.0,<6'"),
     ("wandb", "wandb", LOGGER.format(logger="wandb", params="{}"), "wandb", "pip install 'wandb>=0.19'"),
     ("mlflow", "mlflow", LOGGER.format(logger="mlflow", params="{}"), "mlflow",
