@@ -70,6 +70,16 @@ def _culprit(exc: BaseException) -> str | None:
         return None
 
 
+def _remote_cause(exc: BaseException) -> BaseException:
+    """The user error itself when ``exc`` carries one raised in a Ray actor, else ``exc``.
+
+    Ray re-raises an actor's exception as a ``RayTaskError`` that is also an instance of the original type and
+    keeps it in its ``cause`` field; its message is the remote traceback, which a user error does not show.
+    """
+    cause = getattr(exc, "cause", None)
+    return cause if isinstance(cause, UserError) else exc
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point."""
     try:
@@ -85,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         click.echo("Aborted.", err=True)
         sys.exit(130)
     except (UserError, PluginLoadError) as exc:
-        click.echo(f"Error: {exc}", err=True)
+        click.echo(f"Error: {_remote_cause(exc)}", err=True)
         sys.exit(2)
     except RlightningError as exc:  # a run failed for a reason that is not a bug (e.g. a worker died)
         click.echo(f"Error: {exc}", err=True)

@@ -17,6 +17,7 @@ import numpy as np
 from rlightning_core.distributed.collective_member import CollectiveMember
 from rlightning_core.distributed.collective_member import load_plugins as _load_plugins
 from rlightning_core.distributed.learner_line import LineHost
+from rlightning_core.errors import UserError
 
 __all__ = ["CollectiveMember", "EnvRunnerActor", "LearnerActor"]
 
@@ -39,8 +40,13 @@ class EnvRunnerActor(CollectiveMember):
         self._limit_torch_threads(only_if_imported=True)  # an env plugin may have brought torch in already
         self.plugins = _load_plugins(selection)
         spec = self.plugins.registry.resolve("env", env_cfg.type)
-        self.worker = spec.build(env_cfg.params, num_envs=num_envs, seed=seed, worker_index=worker_index)
-        if preprocess_fn is not None:
+        self._build_error: UserError | None = None
+        try:  # a user error is raised by the calls that need the worker: raised here, it would kill the actor,
+            # and Ray's ActorDiedError keeps only the remote traceback as text, not the error
+            self.worker = spec.build(env_cfg.params, num_envs=num_envs, seed=seed, worker_index=worker_index)
+        except UserError as exc:
+            self._build_error, self.worker = exc, None
+        if preprocess_fn is not None and self.worker is not None:
             from rlightning_core.env.preprocess_fn import with_preprocess_fn
 
             self.worker = with_preprocess_fn(self.worker, preprocess_fn,
@@ -67,8 +73,18 @@ class EnvRunnerActor(CollectiveMember):
         return os.getpid()
 
     def spaces(self) -> tuple[Any, Any, int]:
-        """Single-env observation and action spaces, and ``num_envs``."""
+        """Single-env observation and action spaces, and ``num_envs`` (the driver's first call).
+
+        Raises:
+            UserError: the env plugin's, if it refused to build the worker (e.g. a missing package on this node).
+        """
+        self._check_built()
         return self.worker.observation_space, self.worker.action_space, int(self.worker.num_envs)
+
+    def _check_built(self) -> None:
+        """Raise the error the env plugin raised while building the worker, if it did (see ``__init__``)."""
+        if self._build_error is not None:
+            raise self._build_error
 
     def build_rollout_policy(self, policy_cfg: Any, *, policy_seed: int, light: bool = False) -> None:
         """Build the rollout policy copy ahead of :meth:`setup_rollout` (which then uses it).
@@ -83,6 +99,7 @@ class EnvRunnerActor(CollectiveMember):
         """The rollout copy: the policy's torch-free one (``light`` and registered), else the policy class."""
         from rlightning_core.policy.base import PolicyRole
 
+        self._check_built()
         spec = self.plugins.registry.resolve("policy", policy_cfg.type)
         if light and spec.rollout is not None:
             spaces = {"observation_space": self.worker.observation_space, "action_space": self.worker.action_space}
@@ -106,6 +123,7 @@ class EnvRunnerActor(CollectiveMember):
         """
         from rlightning_core.env.runner import EnvRunner
 
+        self._check_built()
         prebuilt, self._prebuilt = self._prebuilt, None
         if prebuilt is not None and prebuilt[0] == (policy_cfg, int(policy_seed), bool(light)):
             policy = prebuilt[1]
@@ -147,6 +165,7 @@ class EnvRunnerActor(CollectiveMember):
         from rlightning_core.distributed.inference import RemotePolicy
         from rlightning_core.env.runner import EnvRunner
 
+        self._check_built()
         where = None
         if endpoint:
             try:
@@ -338,7 +357,8 @@ class EnvRunnerActor(CollectiveMember):
         """Release the envs, the process group and the shared weight slots."""
         self.leave_collective()
         self.shm_detach()
-        self.worker.close()
+        if self.worker is not None:  # None: the env plugin refused to build it (see :meth:`spaces`)
+            self.worker.close()
 
 
 class LearnerActor(LineHost, CollectiveMember):

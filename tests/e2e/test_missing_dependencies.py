@@ -59,6 +59,7 @@ CASES = [
     ("ray", "ray", "examples/cartpole_ppo_ray.yaml", "ray", "pip install 'rlightning[ray]'"),
     ("moviepy", "moviepy", VIDEO, "moviepy", "pip install 'rlightning[video]'"),
     ("pettingzoo-family", "pymunk", PISTONBALL, "pymunk", "pip install 'rlightning-pettingzoo[butterfly]'"),
+    ("mpe2-requirement", "pygame", "examples/simple_spread_ppo.yaml", "pygame", "pip install pygame-ce"),
     ("rsl-rl", "rsl_rl", "examples/inverted_pendulum_rsl_rl.yaml", "rsl_rl", "pip install 'rsl-rl-lib>=5.0,<6'"),
     ("wandb", "wandb", LOGGER.format(logger="wandb", params="{}"), "wandb", "pip install 'wandb>=0.19'"),
     ("mlflow", "mlflow", LOGGER.format(logger="mlflow", params="{}"), "mlflow",
@@ -81,10 +82,10 @@ def blocked_env(modules: str) -> dict[str, str]:
 def run_without(rlightning_cli: Any) -> Any:
     """``run_without(modules, args)``: ``rlightning ARGS`` in a subprocess where ``modules`` cannot be imported."""
 
-    def run(modules: str, args: list[str]) -> Any:
+    def run(modules: str, args: list[str], *, pythonpath: str = "", timeout: float = 120) -> Any:
         env = blocked_env(modules)
-        return rlightning_cli(args, pythonpath=env["PYTHONPATH"],
-                              RLIGHTNING_TEST_BLOCK_MODULES=env["RLIGHTNING_TEST_BLOCK_MODULES"])
+        return rlightning_cli(args, pythonpath=os.pathsep.join(p for p in (env["PYTHONPATH"], pythonpath) if p),
+                              timeout=timeout, RLIGHTNING_TEST_BLOCK_MODULES=env["RLIGHTNING_TEST_BLOCK_MODULES"])
 
     return run
 
@@ -101,6 +102,7 @@ def config_path(tmp_path: Path, source: str) -> str:
 def assert_missing(result: Any, module: str, pip_command: str) -> None:
     assert result.returncode == 2, result
     assert "Traceback" not in result.output, result.output
+    assert 'File "' not in result.output, result.output  # nor a traceback's frames (Ray's remote ones)
     assert f"needs the Python module {module!r}, which is not installed" in result.stderr, result.stderr
     assert pip_command in result.stderr, result.stderr
 
@@ -163,3 +165,26 @@ def test_rendering_a_classic_control_env_without_pygame(tmp_path, run_without):
 def test_plot_without_matplotlib(tmp_path, run_without):
     result = run_without("matplotlib", ["plot", str(tmp_path)])
     assert_missing(result, "matplotlib", "pip install 'rlightning[plot]'")
+
+
+@pytest.mark.ray
+def test_ray_mode_env_actor_without_the_package(tmp_path, run_without):
+    """A package only the env's own module imports (not seen when the config is read) is missing where a Ray
+    env-runner actor builds the env: the actor's error reaches the user as the same one-line user error.
+
+    It used to kill the actor in its creation task; Ray reported that as ``ActorDiedError`` (the remote
+    traceback as its message), a bug's traceback and exit 1."""
+    pytest.importorskip("ray")
+    (tmp_path / "rlt_needs_mujoco.py").write_text(
+        "import gymnasium\n"
+        "gymnasium.register('NeedsMujoco-v0', entry_point='rlt_needs_mujoco_impl:Env')\n", encoding="utf-8")
+    (tmp_path / "rlt_needs_mujoco_impl.py").write_text("import mujoco  # noqa: F401\n", encoding="utf-8")
+    run_dir = tmp_path / "run"
+    args = ["train", str(REPO / "examples/cartpole_ppo_ray.yaml"), "env.params.id=rlt_needs_mujoco:NeedsMujoco-v0",
+            "env.num_workers=1", "cluster.num_cpus=2", "--run-dir", str(run_dir)]
+    result = run_without("mujoco", ["config", "validate", *args[1:4]], pythonpath=str(tmp_path))
+    assert result.returncode == 0, result  # nothing tells this before the env is made
+    result = run_without("mujoco", args, pythonpath=str(tmp_path), timeout=300)
+    assert_missing(result, "mujoco", "pip install 'rlightning-gymnasium[mujoco]'")
+    assert "env 'rlt_needs_mujoco:NeedsMujoco-v0' needs the Python module 'mujoco'" in result.stderr
+    assert not (run_dir / "metrics.jsonl").exists() or not (run_dir / "metrics.jsonl").read_text().strip()

@@ -10,9 +10,9 @@ extra of this plugin that installs what is missing.
 from __future__ import annotations
 
 from rlightning_core.dependencies import is_installed, pip_name, require
-from rlightning_core.errors import MissingDependencyError
+from rlightning_core.errors import MissingDependencyError, UserError
 
-__all__ = ["EXTRAS", "check_env_dependencies", "entry_point_module", "translate_import_error"]
+__all__ = ["EXTRAS", "check_env_dependencies", "entry_point_module", "translate_make_error"]
 
 _DIST = "rlightning-gymnasium"
 
@@ -86,12 +86,19 @@ def check_env_dependencies(env_id: str, render_mode: str | None = None) -> None:
         require("pygame", pip="rlightning[video]", needed_by=f"rendering env {env_id!r}")
 
 
-def translate_import_error(exc: BaseException, env_id: str) -> MissingDependencyError | None:
-    """The :class:`MissingDependencyError` behind an import that failed while making ``env_id``, or ``None``.
+def translate_make_error(exc: BaseException, env_id: str) -> UserError | None:
+    """The user error behind a failure of ``gymnasium.make(env_id)`` to import what the env needs, or ``None``.
 
-    Gymnasium wraps a missing package in ``DependencyNotInstalled`` (an ``ImportError``) whose cause is the
-    ``ModuleNotFoundError``; both are looked through.
+    - a package that is not installed: :class:`MissingDependencyError`. Gymnasium raises
+      ``DependencyNotInstalled`` from the ``ModuleNotFoundError``; both are looked through;
+    - any other ``DependencyNotInstalled``: Gymnasium's own message, which names what to install;
+    - an ``ImportError`` of an id that Gymnasium registers with a function instead of an env class
+      (``Hopper-v3``: Gymnasium keeps the old MuJoCo ids to say where they moved): that message too.
+
+    Anything else (an installed package that fails to import: a broken install, a bug) is left as it is.
     """
+    import gymnasium
+
     from rlightning_core.dependencies import missing_dependency
 
     for candidate in (exc, exc.__cause__, exc.__context__):
@@ -102,4 +109,13 @@ def translate_import_error(exc: BaseException, env_id: str) -> MissingDependency
         err = missing_dependency(candidate, needed_by=f"env {env_id!r}", pip=_requirement(top) if top else None)
         if err is not None:
             return err
+    if isinstance(exc, gymnasium.error.DependencyNotInstalled):
+        return UserError(f"env {env_id!r}: {exc}")
+    if isinstance(exc, ImportError) and ":" not in env_id:
+        try:
+            entry = gymnasium.spec(env_id).entry_point
+        except gymnasium.error.Error:
+            return None
+        if not isinstance(entry, str) and str(getattr(entry, "__module__", "")).startswith("gymnasium"):
+            return UserError(f"env {env_id!r} cannot be made: {exc}")
     return None

@@ -20,7 +20,7 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, Vecto
 from gymnasium.vector.utils import concatenate, create_empty_array, iterate
 
 from rlightning_core.env.base import EpisodeStats, StepBatch
-from rlightning_gymnasium.deps import translate_import_error
+from rlightning_gymnasium.deps import translate_make_error
 from rlightning_gymnasium.params import GymnasiumParams, resolve_wrapper
 from rlightning_gymnasium.state import env_state, load_env_state
 
@@ -41,11 +41,11 @@ def make_single_env(params: GymnasiumParams, render_mode: str | None = None) -> 
         kwargs["render_mode"] = render_mode
     try:
         env = gymnasium.make(params.id, **kwargs)
-    except ImportError as exc:  # a package the env imports is missing (one no extra of this plugin covers)
-        missing = translate_import_error(exc, params.id)
-        if missing is None:
+    except (ImportError, gymnasium.error.DependencyNotInstalled) as exc:  # what the env imports is missing
+        user_error = translate_make_error(exc, params.id)
+        if user_error is None:
             raise
-        raise missing from None
+        raise user_error from None
     for spec in params.wrappers:
         env = resolve_wrapper(spec.type)(env, **spec.kwargs)
     return env

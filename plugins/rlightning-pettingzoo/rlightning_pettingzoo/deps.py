@@ -23,6 +23,9 @@ FAMILY_MODULES: dict[str, tuple[str, ...]] = {
     "sisl": ("pygame", "pymunk", "scipy", "Box2D"),
 }
 
+#: What the env packages themselves import (their requirements: missing only after ``pip install --no-deps``).
+_PACKAGE_MODULES: dict[str, tuple[str, ...]] = {"mpe2": ("pettingzoo", "pygame", "scipy")}
+
 #: Classic envs that need more than the family's modules (their name without the ``_v<N>`` suffix).
 _CLASSIC_ENV_MODULES: dict[str, tuple[str, ...]] = {
     "chess": ("chess",),
@@ -53,6 +56,8 @@ def check_env_dependencies(env: str) -> None:
     needed_by = f"env {env!r}"
     top = env.split(".", 1)[0]
     require(top, pip=pip_name(top), needed_by=needed_by)  # pettingzoo or mpe2, requirements of this plugin
+    for module in _PACKAGE_MODULES.get(top, ()):
+        require(module, pip=pip_name(module), needed_by=needed_by)
     family = _family(env)
     if family in FAMILY_MODULES:
         name = env.rsplit(".", 1)[1].rsplit("_v", 1)[0]
