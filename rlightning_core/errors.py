@@ -1,11 +1,13 @@
 """The exception hierarchy. Every error a user can cause derives from :class:`RlightningError`.
 
-The CLI turns a :class:`UserError` into a clean message and exit code 2 (no traceback); anything else is a bug
-and exits 1 with a traceback.
+The CLI turns a :class:`UserError` into a clean message and exit code 2 (no traceback); any other
+:class:`RlightningError` (a run that failed for a reason outside the code: a full disk, workers that kept
+dying) into a clean message and exit code 1; anything else is a bug and exits 1 with a traceback.
 """
 
 from __future__ import annotations
 
+import errno
 import shlex
 from collections.abc import Sequence
 
@@ -16,8 +18,10 @@ __all__ = [
     "PluginLoadError",
     "PreprocessFnError",
     "RlightningError",
+    "StorageError",
     "UnknownComponentError",
     "UserError",
+    "describe_os_error",
 ]
 
 
@@ -27,6 +31,22 @@ class RlightningError(Exception):
 
 class UserError(RlightningError):
     """A mistake in the user's input (config, arguments, files): reported without a traceback, exit code 2."""
+
+
+class StorageError(RlightningError):
+    """The run could not write its files: a full disk, a quota, a read-only or failing filesystem.
+
+    Neither a bug nor a mistake in the input: the message names the file and what failed, and the CLI prints
+    it without a traceback and exits with code 1.
+    """
+
+
+def describe_os_error(exc: BaseException) -> str:
+    """``No space left on device (ENOSPC)``: the system's words and the errno's name, for messages."""
+    if isinstance(exc, OSError) and exc.strerror:
+        name = errno.errorcode.get(exc.errno or 0)
+        return f"{exc.strerror} ({name})" if name else exc.strerror
+    return str(exc) or type(exc).__name__
 
 
 class ConfigError(UserError):

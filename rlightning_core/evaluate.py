@@ -19,7 +19,10 @@ def evaluate_checkpoint(path: str | Path, *, episodes: int = 10, seed: int | Non
     """Mean/std return of the policy in ``path`` (run dir, checkpoints dir or checkpoint file).
 
     The config saved in the checkpoint's manifest rebuilds envs, policy and preprocessors; evaluation envs
-    are seeded from ``seed`` (default: the run's seed), so repeated calls give the same numbers.
+    are seeded from ``seed`` (default: the run's seed), so repeated calls give the same numbers. A directory
+    is evaluated from its newest checkpoint that fully loads (every CRC, the payload's structure); newer files
+    that do not are reported, one warning each, and left where they are (evaluating changes nothing in the
+    run directory; the next resume moves them aside).
 
     A run assembled with the builders may have used what no config holds; pass the same here:
     ``obs_preprocessor`` / ``reward_preprocessor`` (``build_data_buffer``'s: their saved statistics are loaded
@@ -31,20 +34,30 @@ def evaluate_checkpoint(path: str | Path, *, episodes: int = 10, seed: int | Non
         UserError: no checkpoint there, or it needs ``preprocessors`` / ``preprocess_fn`` that were not passed.
     """
     from rlightning_core.builders import build_policy_group
-    from rlightning_core.checkpoint.manager import CheckpointManager, resolve_checkpoint, to_numpy_tree
+    from rlightning_core.checkpoint.manager import (
+        CheckpointManager,
+        checkpoint_directory,
+        load_checkpoint,
+        load_newest,
+        to_numpy_tree,
+    )
     from rlightning_core.config.loading import load_config_dict
     from rlightning_core.engine.evaluation import Evaluator
     from rlightning_core.plugins import get_plugins
 
     if video_dir is not None:
         require_moviepy("--video")
-    file = resolve_checkpoint(path)
+    path = Path(path)
     if best:
-        best_file = CheckpointManager(file.parent).best()
-        if best_file is None:
-            raise UserError(f"no best-by-eval checkpoint recorded in {file.parent}")
-        file = best_file
-    state, manifest = CheckpointManager.load(file)
+        directory = checkpoint_directory(path) if path.is_dir() else path.parent
+        file = CheckpointManager(directory).best()
+        if file is None:
+            raise UserError(f"no best-by-eval checkpoint recorded in {directory}")
+        state, manifest = load_checkpoint(file)
+    else:
+        loaded = load_newest(path)
+        loaded.report_refused("evaluating", move_aside=False)
+        file, state, manifest = loaded.path, loaded.state, loaded.manifest
     if "config_yaml" not in manifest:
         raise UserError(f"{file}: the checkpoint carries no config (written by an older rlightning?)")
     config = load_config_dict(yaml.safe_load(manifest["config_yaml"]), source=f"{file} (saved config)")

@@ -27,6 +27,7 @@ from rlightning_core._version import PLUGIN_API_VERSION, __version__
 from rlightning_core.config.loading import component_slots, config_to_yaml
 from rlightning_core.config.schema import MainConfig
 from rlightning_core.config.structuring import unstructure
+from rlightning_core.errors import StorageError, UserError, describe_os_error
 from rlightning_core.logging.hub import MetricsHub
 
 __all__ = ["RunContext", "StopRequest", "build_manifest", "config_changes", "config_hash", "default_run_dir",
@@ -175,13 +176,22 @@ def default_run_dir(config: MainConfig, root: str | Path = "runs") -> Path:
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temp file and rename (readers never see half a file)."""
+    """Write ``text`` to ``path`` through a temp file and rename (readers never see half a file).
+
+    Raises:
+        StorageError: the filesystem refused the write (e.g. the disk is full); ``path`` is as it was.
+    """
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with tmp.open("w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with tmp.open("w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise StorageError(f"cannot write {path}: {describe_os_error(exc)}") from exc
 
 
 @attrs.define
@@ -213,7 +223,12 @@ def prepare_run(config: MainConfig, run_dir: str | Path | None = None, *, plugin
 
         plugins = get_plugins()
     path = Path(run_dir or config.run_dir or default_run_dir(config))
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as exc:
+        raise UserError(f"cannot use {path} as the run directory: it (or a folder above it) is a file") from exc
+    except OSError as exc:
+        raise StorageError(f"cannot create the run directory {path}: {describe_os_error(exc)}") from exc
     write_text_atomic(path / "config.yaml", config_to_yaml(attrs.evolve(config, run_dir=str(path))))
     loggers = []
     for lc in config.logging.loggers:

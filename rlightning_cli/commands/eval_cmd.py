@@ -15,8 +15,10 @@ import click
               help="Also record the episodes as MP4 files into this directory (needs moviepy).")
 def eval_command(path: str, episodes: int, seed: int | None, best: bool, video: str | None) -> int:
     """Evaluate the policy of a run directory or checkpoint with deterministic actions."""
+    from rlightning_cli.commands.train import setup_logging
     from rlightning_core.evaluate import evaluate_checkpoint
 
+    setup_logging("WARNING")  # e.g. the newer checkpoints that were refused, one line each
     result = evaluate_checkpoint(path, episodes=episodes, seed=seed, best=best, video_dir=video)
     click.echo(f"checkpoint: {result['checkpoint']}")
     click.echo(f"episodes: {result['episodes']}")

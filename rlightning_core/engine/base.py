@@ -28,6 +28,9 @@ log = logging.getLogger("rlightning")
 
 #: Checkpoint sections whose arrays are numpy (converted to tensors on disk and back on load).
 NUMPY_SECTIONS = ("preprocessors", "runners")
+#: Sections of :meth:`BaseEngine.state_dict` a checkpoint must hold to resume a run; a newer file without them
+#: is refused and the resume goes on from an older one.
+STATE_SECTIONS = ("policy", "preprocessors", "buffer", "runners", "engine", "rng")
 
 PHASES = ("env", "inference", "learn", "sync", "eval", "checkpoint")
 
@@ -59,6 +62,10 @@ class BaseEngine(ABC):
         policy_group: learner and rollout policies (materialized here if needed).
         buffer: a bound :class:`DataBuffer` or the handle ``build_data_buffer`` returns.
     """
+
+    #: The ``state`` sections a checkpoint needs for :meth:`load_state_dict` (an engine that overrides
+    #: :meth:`state_dict` without calling ``super()`` sets its own).
+    checkpoint_sections: tuple[str, ...] = STATE_SECTIONS
 
     def __init__(self, params: Any, *, config: MainConfig, env_group: Any, policy_group: Any, buffer: Any,
                  preprocessors: list[Any] | None = None, plugins: Any = None) -> None:
@@ -124,13 +131,15 @@ class BaseEngine(ABC):
         """Train until a stop rule fires; writes metrics, checkpoints and evaluations into the run dir."""
         from rlightning_core.checkpoint.manager import CheckpointManager
         from rlightning_core.engine.evaluation import Evaluator
+        from rlightning_core.errors import StorageError
         from rlightning_core.run import graceful_stop, prepare_run
 
         cfg = self.config
-        if resume_from is not None:  # refuse before touching the run directory
-            from rlightning_core.checkpoint.manager import resolve_checkpoint
+        resume = None
+        if resume_from is not None:  # refuse before touching the run directory; the newest that fully loads
+            from rlightning_core.checkpoint.manager import load_newest
 
-            resolve_checkpoint(resume_from)
+            resume = load_newest(resume_from, required_state=self.checkpoint_sections)
         if cfg.logging.video_every:
             from rlightning_core.video import require_moviepy
 
@@ -144,12 +153,14 @@ class BaseEngine(ABC):
                                              keep_best=cfg.checkpoint.keep_best)
         status, reason, started = "completed", "total_steps", False
         error: BaseException | None = None
+        late: StorageError | None = None  # the profile row could not be written: raised after the cleanup
         progress = ProgressBar(cfg.engine.total_steps, enabled=cfg.logging.progress)
         signals = graceful_stop()  # SIGINT/SIGTERM: stop after this iteration, final checkpoint, clean release
         self._stop = signals.__enter__()
         try:
-            if resume_from is not None:
-                self.load_checkpoint(resume_from)
+            self.checkpoints.prepare()  # a checkpoint directory that cannot be written fails before training
+            if resume is not None:
+                self._resume(resume)
             else:
                 seed_everything(cfg.seed)
                 self.execution.reset(cfg.seed)
@@ -171,7 +182,14 @@ class BaseEngine(ABC):
         except KeyboardInterrupt as exc:
             status, error, reason = "interrupted", exc, "interrupted"
             if started:
-                self._save_checkpoint()
+                try:
+                    self._save_checkpoint()
+                except StorageError as full:
+                    status, error = "failed", full
+                    raise self._storage_failure(full) from full
+        except StorageError as exc:  # a full disk: say which checkpoint is intact and how to go on
+            status, error = "failed", exc
+            raise self._storage_failure(exc) from exc
         except BaseException as exc:
             status, error = "failed", exc
             raise
@@ -179,7 +197,10 @@ class BaseEngine(ABC):
             progress.close()
             if started:
                 if status != "failed":
-                    self._print_profile()
+                    try:
+                        self._print_profile()
+                    except StorageError as exc:
+                        status, error, late = "failed", exc, exc
                 self.plugins.call_each("on_run_end", run_dir=ctx.run_dir, status=status, error=error)
             ctx.close()
             if self.evaluator is not None:
@@ -188,6 +209,8 @@ class BaseEngine(ABC):
                 self.video.close()
             self.execution.close()
             signals.__exit__(None, None, None)
+        if late is not None:
+            raise self._storage_failure(late) from late
         return EngineResult(run_dir=ctx.run_dir, iterations=self.iteration_count, env_steps=self.env_steps,
                             train_s=self.train_s, stop_reason=reason, last_eval_return=self.last_eval,
                             best_eval_return=self.best_eval, profile=dict(self.profile),
@@ -374,27 +397,44 @@ class BaseEngine(ABC):
         self.plugins.call_each("on_checkpoint", path=path, step=self.env_steps)
 
     def load_checkpoint(self, path: str | Path) -> None:
-        """Resume from a checkpoint file, checkpoints dir or run dir (manifest checked first)."""
-        from rlightning_core.checkpoint.manager import (
-            CheckpointManager,
-            check_manifest,
-            resolve_checkpoint,
-            to_numpy_tree,
-        )
+        """Resume from a checkpoint file, checkpoints dir or run dir (manifest checked first).
+
+        A directory resumes from its newest checkpoint that fully loads (every CRC, the payload's structure);
+        newer files that do not are reported, one warning each, and moved aside as ``*.rejected``.
+        """
+        from rlightning_core.checkpoint.manager import load_newest
+
+        self._resume(load_newest(path, required_state=self.checkpoint_sections))
+
+    def _resume(self, loaded: Any) -> None:
+        """Restore a :class:`~rlightning_core.checkpoint.reading.LoadedCheckpoint` into this run."""
+        from rlightning_core.checkpoint.manager import check_manifest, to_numpy_tree
         from rlightning_core.errors import UserError
 
-        file = resolve_checkpoint(path)
-        state, manifest = CheckpointManager.load(file)
-        problems = check_manifest(manifest, expected=self.run_ctx.manifest)
+        file, state = loaded.path, loaded.state
+        problems = check_manifest(loaded.manifest, expected=self.run_ctx.manifest)
         if problems:
             from rlightning_core.run import config_changes
 
-            problems += config_changes(manifest, self.run_ctx.manifest)
+            problems += config_changes(loaded.manifest, self.run_ctx.manifest)
             raise UserError(f"cannot resume from {file}:\n  " + "\n  ".join(problems))
+        loaded.report_refused("resuming from", move_aside=True)  # before this run writes over any of them
         for key in NUMPY_SECTIONS:
             state[key] = to_numpy_tree(state[key])
         self.load_state_dict(state)
         log.info("resumed from %s at iteration %d (%d env steps)", file, self.iteration_count, self.env_steps)
+
+    def _storage_failure(self, exc: BaseException) -> BaseException:
+        """``exc`` (a :class:`StorageError`) restated with the newest intact checkpoint and how to go on."""
+        from rlightning_core.errors import StorageError
+
+        latest = self.checkpoints.latest() if self.checkpoints is not None else None
+        run_dir = self.run_ctx.run_dir if self.run_ctx is not None else None
+        if latest is None:
+            tail = "no checkpoint of this run was written yet"
+        else:
+            tail = f"the last good checkpoint is {latest}; free space, then resume with --resume {run_dir}"
+        return StorageError(f"{exc}\n  {tail}")
 
     def _print_profile(self) -> None:
         total = sum(self.profile.values()) or 1.0

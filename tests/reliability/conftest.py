@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -46,3 +46,25 @@ def faulty_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     on sys.path: for subprocesses (``PYTHONPATH``) and Ray workers."""
     return write_plugin_dist(tmp_path_factory.mktemp("faulty-site"), "rlightning-test-faulty",
                              "rlightning_test_faulty", ROOT / "tests" / "fixtures" / "faulty_env_plugin.py")
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A real 2 MiB filesystem (tmpfs) that fills up: ENOSPC as a user with a full disk meets it.
+
+    Mounting needs root (CAP_SYS_ADMIN); elsewhere the test is skipped with the reason. Always unmounted.
+    """
+    mountpoint = tmp_path / "small-fs"
+    mountpoint.mkdir()
+    try:
+        proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0755", "tmpfs", str(mountpoint)],
+                              capture_output=True, text=True, check=False)
+    except FileNotFoundError:
+        pytest.skip("cannot mount a 2 MiB tmpfs to fill: no mount command")
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a 2 MiB tmpfs to fill (needs root): {proc.stderr.strip() or proc.returncode}")
+    try:
+        yield mountpoint
+    finally:
+        if subprocess.run(["umount", str(mountpoint)], capture_output=True, check=False).returncode != 0:
+            subprocess.run(["umount", "-l", str(mountpoint)], capture_output=True, check=False)

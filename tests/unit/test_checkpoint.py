@@ -18,12 +18,13 @@ from rlightning_core.checkpoint.manager import (
     CheckpointManager,
     check_manifest,
     load_checkpoint,
+    load_newest,
     resolve_checkpoint,
     to_numpy_tree,
     to_tensor_tree,
 )
 from rlightning_core.checkpoint.rng import capture_rng_state, restore_rng_state
-from rlightning_core.errors import UserError
+from rlightning_core.errors import StorageError, UserError
 
 
 def manifest(**extra: Any) -> dict[str, Any]:
@@ -149,7 +150,7 @@ def test_failed_write_leaves_no_file_and_keeps_previous(
         raise OSError("disk full")
 
     monkeypatch.setattr(torch, "save", crash)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(StorageError, match=r"cannot write checkpoint .*ckpt-00000002\.pt: disk full"):
         mgr.save(state(), step=20, iteration=2, manifest=manifest())
     monkeypatch.undo()
     assert names(tmp_path) == ["ckpt-00000001.pt", "index.json"]
@@ -345,6 +346,56 @@ def test_check_manifest_reports_missing_records() -> None:
     assert any("rlightning version" in p for p in problems)
     assert any("which plugins" in p for p in problems)
     assert any("config hash" in p for p in problems)
+
+
+# -- damaged directory state ---------------------------------------------------------------------------------
+
+
+def test_an_index_json_that_is_a_directory_is_set_aside(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """It crashed the first save with IsADirectoryError; now it is moved aside (kept) and the index rebuilt."""
+    (tmp_path / "index.json").mkdir()
+    (tmp_path / "index.json" / "notes.txt").write_text("someone's files")
+    mgr = CheckpointManager(tmp_path)
+    with caplog.at_level("WARNING", logger="rlightning"):
+        path = mgr.save(state(), step=10, iteration=1, manifest=manifest())
+    assert json.loads(mgr.index_path.read_text())["latest"] == path.name
+    assert (tmp_path / "index.json.rejected" / "notes.txt").read_text() == "someone's files"
+    assert any("index.json is not a file" in r.getMessage() and "moved to index.json.rejected" in r.getMessage()
+               for r in caplog.records), caplog.text
+    assert mgr.latest() == path
+
+
+def test_a_checkpoints_path_that_is_a_file_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "checkpoints").write_text("not a directory")
+    with pytest.raises(CheckpointError, match=r"cannot write checkpoints into .*checkpoints: it is a file"):
+        CheckpointManager(tmp_path / "checkpoints").save(state(), step=1, iteration=1, manifest=manifest())
+
+
+def test_save_never_overwrites_a_damaged_file_of_the_same_iteration(tmp_path: Path) -> None:
+    mgr = CheckpointManager(tmp_path)
+    mgr.path_for(4).write_bytes(b"PK\x03\x04 not really")
+    written = mgr.save(state(4.0), step=40, iteration=4, manifest=manifest())
+    assert load_checkpoint(written)[0]["policy"]["weight"][0, 0] == 4.0
+    assert (tmp_path / "ckpt-00000004.pt.rejected").read_bytes() == b"PK\x03\x04 not really"
+
+
+def test_load_newest_checks_structure_and_names(tmp_path: Path) -> None:
+    mgr = CheckpointManager(tmp_path, keep_last=5)
+    good = mgr.save({"engine": {}, "rng": {}}, step=1, iteration=1, manifest=manifest())
+    mgr.save({"engine": {}}, step=2, iteration=2, manifest=manifest())  # lacks 'rng'
+    renamed = tmp_path / "ckpt-00000007.pt"
+    renamed.write_bytes(good.read_bytes())  # its meta says iteration 1
+    loaded = load_newest(tmp_path, required_state=("engine", "rng"))
+    assert loaded.path == good and loaded.meta["iteration"] == 1
+    assert [(r.path.name, r.reason) for r in loaded.refused] == [
+        ("ckpt-00000007.pt", "its meta says iteration 1, its name 7"),
+        ("ckpt-00000002.pt", "its state lacks 'rng': not written by this kind of run"),
+    ]
+    with pytest.raises(CheckpointError, match=r"ckpt-00000002.pt .*lacks 'rng'"):  # a file: no fallback
+        load_newest(mgr.path_for(2), required_state=("engine", "rng"))
+    good.unlink()
+    with pytest.raises(CheckpointError, match=r"no readable checkpoint in .*\(2 unreadable: ckpt-00000007.pt: "):
+        load_newest(tmp_path, required_state=("engine", "rng"))
 
 
 # -- resolve_checkpoint --------------------------------------------------------------------------------------
