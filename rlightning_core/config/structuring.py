@@ -23,6 +23,8 @@ from cattrs.errors import (
     IterableValidationNote,
 )
 
+from rlightning_core.errors import ConfigError
+
 __all__ = ["OverrideValue", "converter", "structure", "unstructure"]
 
 T = TypeVar("T")
@@ -113,7 +115,7 @@ def _attrs_hook_factory(cls: type) -> Any:
             with _ValidatorsOff():
                 try:
                     obj = cls(**{(f.alias or f.name): values[f.name] for f in fields if f.name in values})
-                except (TypeError, ValueError) as exc:  # __attrs_post_init__ cross-field checks
+                except (TypeError, ValueError, ConfigError) as exc:  # __attrs_post_init__ cross-field checks
                     raise ClassValidationError(f"While structuring {cls.__name__}", [exc], cls) from None
             target: Any = obj
         else:
@@ -207,13 +209,17 @@ def collect_errors(exc: BaseException, path: str, out: list[str]) -> None:
                 if isinstance(note, AttributeValidationNote):
                     sub_path = join(path, note.name)
                     break
-                if isinstance(note, IterableValidationNote):
-                    sub_path = join(path, int(note.index))
+                if isinstance(note, IterableValidationNote):  # a list index, or the key of a dict[str, X]
+                    index = note.index
+                    sub_path = join(path, index if isinstance(index, int | str) else str(index))
                     break
             collect_errors(sub, sub_path, out)
         return
     if isinstance(exc, KeyError):
         out.append(f"{path}: required key is missing")
+        return
+    if isinstance(exc, ConfigError):  # a class's cross-field checks: lines addressed from that class
+        out.extend(f"{path}.{line}" if path else line for line in exc.problems)
         return
     out.append(f"{path or '<root>'}: {_message(exc)}")
 
