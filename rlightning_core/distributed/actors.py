@@ -17,6 +17,7 @@ import numpy as np
 from rlightning_core.distributed.collective_member import CollectiveMember
 from rlightning_core.distributed.collective_member import load_plugins as _load_plugins
 from rlightning_core.distributed.learner_line import LineHost
+from rlightning_core.env.faults import CONFIG_SHAPED
 
 __all__ = ["CollectiveMember", "EnvRunnerActor", "LearnerActor"]
 
@@ -29,7 +30,7 @@ class EnvRunnerActor(CollectiveMember):
     """
 
     def __init__(self, env_cfg: Any, *, selection: Sequence[str], num_envs: int, seed: int, worker_index: int,
-                 label: str, column: int, num_threads: int = 1) -> None:
+                 label: str, column: int, num_threads: int = 1, config_index: int = 0, restart: int = 0) -> None:
         # torch is imported by the first call that needs it (:meth:`build_rollout_policy`), not here: the driver
         # learns the spaces ~2 s of CPU sooner and the learner builds while this process imports torch; with a
         # torch-free rollout copy (``light``) this process never imports it
@@ -38,7 +39,19 @@ class EnvRunnerActor(CollectiveMember):
         self._limit_torch_threads(only_if_imported=True)  # an env plugin may have brought torch in already
         self.plugins = _load_plugins(selection)
         spec = self.plugins.registry.resolve("env", env_cfg.type)
-        self.worker = spec.build(env_cfg.params, num_envs=num_envs, seed=seed, worker_index=worker_index)
+        self._config_error: Exception | None = None
+        kwargs = {"num_envs": num_envs, "seed": seed, "worker_index": worker_index}
+        try:
+            self.worker = spec.build(env_cfg.params, **kwargs)
+        except CONFIG_SHAPED as exc:  # the config's fault when the first build fails: spaces() reports it
+            from rlightning_core.env.faults import env_config_error, factory_takes
+
+            if restart or not factory_takes(spec, env_cfg.params, kwargs):
+                raise
+
+            self._config_error = env_config_error(
+                f"env[{config_index}]", f"env {spec.name!r} from {spec.distribution} {spec.version} raised "
+                f"{type(exc).__name__} while being built: {exc}")
         self._limit_torch_threads(only_if_imported=True)
         self.label, self.column = label, column
         self.runner: Any = None
@@ -61,7 +74,13 @@ class EnvRunnerActor(CollectiveMember):
         return os.getpid()
 
     def spaces(self) -> tuple[Any, Any, int]:
-        """Single-env observation and action spaces, and ``num_envs``."""
+        """Single-env observation and action spaces, and ``num_envs``.
+
+        Raises:
+            EnvConfigError: the env refused its params while this actor built it.
+        """
+        if self._config_error is not None:
+            raise self._config_error
         return self.worker.observation_space, self.worker.action_space, int(self.worker.num_envs)
 
     def build_rollout_policy(self, policy_cfg: Any, *, policy_seed: int, light: bool = False) -> None:
