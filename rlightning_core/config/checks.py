@@ -18,10 +18,24 @@ SYNC_ENGINES = ("sync", "rlightning:sync")
 
 
 def run_problems(cfg: Any) -> list[str]:
-    """Every problem of ``cfg`` (a ``MainConfig``) that only a combination of its settings shows; one line each."""
-    if cfg.cluster.mode == "ray":
-        return _ray_problems(cfg)
-    return _local_problems(cfg)
+    """Every problem of ``cfg`` (a ``MainConfig``) that only a combination of its settings shows; one line each.
+
+    Besides core's own rules, each component whose structured params define ``run_problems(component, config)``
+    is asked (see :class:`~rlightning_core.config.schema.ComponentConfig`); params still held as plain data (before
+    the plugins resolve them) are not.
+    """
+    problems = _ray_problems(cfg) if cfg.cluster.mode == "ray" else _local_problems(cfg)
+    for path, comp in _components(cfg):
+        check = getattr(comp.params, "run_problems", None)
+        if callable(check) and not isinstance(comp.params, dict):
+            problems.extend(f"{path}.{line}" for line in check(comp, cfg))
+    return problems
+
+
+def _components(cfg: Any) -> list[tuple[str, Any]]:
+    return [*((f"env[{i}]", e) for i, e in enumerate(cfg.env)), ("policy", cfg.policy), ("buffer", cfg.buffer),
+            *((f"preprocessors[{i}]", p) for i, p in enumerate(cfg.preprocessors)), ("engine", cfg.engine),
+            *((f"logging.loggers[{i}]", lg) for i, lg in enumerate(cfg.logging.loggers))]
 
 
 def _local_problems(cfg: Any) -> list[str]:

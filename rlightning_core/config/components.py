@@ -139,17 +139,20 @@ def resolve_components(cfg: MainConfig, registry: Any = None, *, source: str | N
         resolved[path] = attrs.evolve(comp, params=resolve_params(spec, comp.params, path, problems, registry))
     if problems:
         raise ConfigError(problems, source=source)
-    return attrs.evolve(
-        cfg,
-        env=[resolved[f"env[{i}]"] for i in range(len(cfg.env))],
-        policy=resolved["policy"],
-        buffer=resolved["buffer"],
-        preprocessors=[resolved[f"preprocessors[{i}]"] for i in range(len(cfg.preprocessors))],
-        engine=resolved["engine"],
-        logging=attrs.evolve(
-            cfg.logging, loggers=[resolved[f"logging.loggers[{i}]"] for i in range(len(cfg.logging.loggers))]
-        ),
-    )
+    try:  # MainConfig's cross-field checks run again, now with each component's run_problems
+        return attrs.evolve(
+            cfg,
+            env=[resolved[f"env[{i}]"] for i in range(len(cfg.env))],
+            policy=resolved["policy"],
+            buffer=resolved["buffer"],
+            preprocessors=[resolved[f"preprocessors[{i}]"] for i in range(len(cfg.preprocessors))],
+            engine=resolved["engine"],
+            logging=attrs.evolve(
+                cfg.logging, loggers=[resolved[f"logging.loggers[{i}]"] for i in range(len(cfg.logging.loggers))]
+            ),
+        )
+    except ConfigError as exc:
+        raise ConfigError(exc.problems, source=source) from None
 
 
 _RAW_SLOTS = (("env", "env", True), ("policy", "policy", False), ("buffer", "buffer", False),

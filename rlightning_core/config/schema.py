@@ -34,6 +34,11 @@ class ComponentConfig:
 
     A subclass names its registry ``kind``; a plugin's params class may hold such a config in a field (the
     ``remote`` env's ``local_env`` is an env config), and it is then resolved and validated like a top-level one.
+
+    A params class may also define ``run_problems(self, component, config) -> list[str]``: what these params
+    cannot do in this run (``config`` is the ``MainConfig``, ``component`` this config), one line each, addressed
+    from the component (``"num_envs: ..."``, ``"params.x: ..."``). It runs with the cross-field checks of
+    :class:`MainConfig`, so ``config validate`` and ``--dry-run`` report it before anything starts.
     """
 
     kind: ClassVar[str | None] = None

@@ -18,6 +18,7 @@ from rlightning_core.distributed.collective_member import CollectiveMember
 from rlightning_core.distributed.collective_member import load_plugins as _load_plugins
 from rlightning_core.distributed.learner_line import LineHost
 from rlightning_core.env.faults import CONFIG_SHAPED
+from rlightning_core.errors import UserError
 
 __all__ = ["CollectiveMember", "EnvRunnerActor", "LearnerActor"]
 
@@ -40,9 +41,14 @@ class EnvRunnerActor(CollectiveMember):
         self.plugins = _load_plugins(selection)
         spec = self.plugins.registry.resolve("env", env_cfg.type)
         self._config_error: Exception | None = None
+        self.worker: Any = None
         kwargs = {"num_envs": num_envs, "seed": seed, "worker_index": worker_index}
         try:
             self.worker = spec.build(env_cfg.params, **kwargs)
+        except UserError as exc:  # the env said what is wrong with its config: spaces() reports it as it is
+            if restart:
+                raise
+            self._config_error = exc
         except CONFIG_SHAPED as exc:  # the config's fault when the first build fails: spaces() reports it
             from rlightning_core.env.faults import env_config_error, factory_takes
 
@@ -77,7 +83,8 @@ class EnvRunnerActor(CollectiveMember):
         """Single-env observation and action spaces, and ``num_envs``.
 
         Raises:
-            EnvConfigError: the env refused its params while this actor built it.
+            UserError: the env refused its params while this actor built it (an ``EnvConfigError`` for a
+                ``TypeError``/``ValueError``, else the env's own ``UserError``).
         """
         if self._config_error is not None:
             raise self._config_error
@@ -346,7 +353,8 @@ class EnvRunnerActor(CollectiveMember):
         """Release the envs, the process group and the shared weight slots."""
         self.leave_collective()
         self.shm_detach()
-        self.worker.close()
+        if self.worker is not None:  # None: the env refused its params (spaces() reported it)
+            self.worker.close()
 
 
 class LearnerActor(LineHost, CollectiveMember):

@@ -100,11 +100,11 @@ class RemoteEnvGroup:
     def _check_spaces(self) -> tuple[Any, Any]:
         if self._spaces is not None:
             return self._spaces
-        from rlightning_core.errors import ConfigError
+        from rlightning_core.errors import ConfigError, UserError
 
         try:
             first = self.ray.get(self._spaces_refs, timeout=self.cluster.actor_start_timeout_s)
-        except ConfigError as exc:  # an env refused its params in its actor: Ray wraps it, the user needs only it
+        except UserError as exc:  # an env refused its params in its actor: Ray wraps it, the user needs only it
             raise getattr(exc, "cause", exc) from None
         obs0, act0 = first[0][0], first[0][1]
         for i, (obs_space, act_space, _) in enumerate(first):

@@ -132,3 +132,16 @@ def test_validate_checks_gymnasium_make_kwargs_against_the_env(rlightning_cli):
 def test_a_bad_value_in_a_mapping_of_a_list_is_reported_by_key(rlightning_cli):
     refused(rlightning_cli(["config", "validate", CARTPOLE, "cluster.bundles=[{CPU: 1}, {CPU: many}]"]),
             "cluster.bundles[1].CPU: expected float, got 'many'")
+
+
+def test_params_checks_against_the_run_are_made_at_validation(rlightning_cli):
+    """A params class's run_problems: the remote env's num_envs / num_clients split, rsl_rl's data-parallel rule."""
+    refused(rlightning_cli(["config", "validate", REMOTE, "env.num_envs=7"], RLIGHTNING_ENV_TOKEN="t"),
+            "env[0].num_envs: 7 must be a multiple of params.num_clients (2)")
+    from rlightning_core.plugins import get_plugins
+
+    if "rsl_rl_ppo" in get_plugins().registry.names("policy"):
+        rsl = str(ROOT / "examples" / "inverted_pendulum_rsl_rl.yaml")
+        refused(rlightning_cli(["config", "validate", rsl, "cluster.mode=ray", "cluster.train_workers=2",
+                                "policy.params.obs_normalization=true"]),
+                "policy.params.obs_normalization: not supported with data-parallel learners (cluster.train_workers: 2")

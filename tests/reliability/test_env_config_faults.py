@@ -57,3 +57,20 @@ def test_an_env_refusing_its_params_on_its_first_reset_is_a_config_error(tmp_pat
     _refused(proc, "env[0].params: ", "failed in reset(): TypeError: faulty env: reset() refuses these params",
              "'faulty'")
 
+
+
+def test_a_user_error_of_an_env_in_its_ray_actor_is_reported_as_it_is(tmp_path, training_plugins):
+    """The pettingzoo env refuses a num_envs that is no multiple of its agents: its own message, exit code 2."""
+    pytest.importorskip("mpe2")
+    args = [str(RLIGHTNING), "train", str(ROOT / "examples" / "simple_spread_ppo.yaml"), *RAY, "env.num_envs=4",
+            "--run-dir", str(tmp_path / "run")]
+    proc = subprocess.Popen(args, env=child_env(), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    _, err = proc.communicate(timeout=300)
+    left = wait_for_no_session_processes(proc.pid)
+    for pid, _ in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, left
+    assert proc.returncode == 2, err
+    assert "env.num_envs: mpe2.simple_spread_v3 has 3 agents" in err and "got 4" in err
+    assert "Traceback" not in err and "failed" not in err and "recreating" not in err

@@ -7,6 +7,8 @@ configuration written for RSL-RL's ``OnPolicyRunner`` carries over; the rollout 
 
 from __future__ import annotations
 
+from typing import Any
+
 from attrs import define, field
 
 from rlightning_core.config.validators import ge, gt, in_range, one_of
@@ -67,3 +69,11 @@ class RslRlPPOParams:
     """Target KL of the adaptive schedule."""
     normalize_advantage_per_mini_batch: bool = False
     """Normalize advantages per minibatch instead of over the whole rollout."""
+
+    def run_problems(self, _component: Any, config: Any) -> list[str]:
+        """What these options cannot do in ``config``'s run, found when the config is validated."""
+        learners = config.cluster.train_workers if config.cluster.mode == "ray" else 1
+        if learners > 1 and self.obs_normalization:
+            return [f"params.obs_normalization: not supported with data-parallel learners (cluster.train_workers: "
+                    f"{learners}; each learner would keep its own normalization statistics); set it to false"]
+        return []

@@ -94,6 +94,13 @@ class RemoteEnvParams:
             raise ValueError(f"heartbeat_timeout_s ({self.heartbeat_timeout_s}) must exceed heartbeat_s "
                              f"({self.heartbeat_s})")
 
+    def run_problems(self, component: Any, _config: Any) -> list[str]:
+        """The worker's ``num_envs`` must split into ``num_clients`` equal groups (see ``ComponentConfig``)."""
+        if component.num_envs % self.num_clients:
+            return [f"num_envs: {component.num_envs} must be a multiple of params.num_clients ({self.num_clients}): "
+                    "every client serves num_envs / num_clients envs"]
+        return []
+
     @property
     def capacity(self) -> int:
         """Clients held at once, slot-group owners and standbys."""
