@@ -62,6 +62,10 @@ class ConfigError(UserError):
         self.source = source
         super().__init__(self._render())
 
+    def __reduce__(self) -> tuple[type, tuple[list[str], str | None]]:
+        # rebuilt from its problems when it crosses a process (a Ray actor, an env worker's child process)
+        return type(self), (self.problems, self.source)
+
     def _render(self) -> str:
         where = f" in {self.source}" if self.source else ""
         n = len(self.problems)

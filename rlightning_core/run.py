@@ -30,7 +30,7 @@ from rlightning_core.config.structuring import unstructure
 from rlightning_core.errors import StorageError, UserError, describe_os_error
 from rlightning_core.logging.hub import MetricsHub
 
-__all__ = ["RunContext", "StopRequest", "build_manifest", "config_changes", "config_hash", "default_run_dir",
+__all__ = ["RunContext", "StopRequest", "build_manifest", "config_hash", "default_run_dir",
            "graceful_stop", "prepare_run", "training_config"]
 
 log = logging.getLogger("rlightning")
@@ -112,23 +112,6 @@ def training_config(config: MainConfig, *, preprocessors: list[Any] | None = Non
         fields.update({f"env[{c}].preprocess_fn": callable_name(fn) for c, fn in enumerate(preprocess_fns)
                        if fn is not None})
     return fields
-
-
-def config_changes(saved: Any, current: Any, limit: int = 8) -> list[str]:
-    """The ``training_config`` keys two manifests disagree on, one line each (``[]`` when one lacks it)."""
-    old, new = (m.get("training_config") if isinstance(m, dict) else None for m in (saved, current))
-    if not isinstance(old, dict) or not isinstance(new, dict):
-        return []
-    absent = object()
-    keys = sorted(k for k in old.keys() | new.keys() if old.get(k, absent) != new.get(k, absent))
-
-    def shown(fields: dict[str, Any], key: str) -> str:
-        return repr(fields[key]) if key in fields else "absent"
-
-    lines = [f"{k}: {shown(old, k)} in the checkpoint, {shown(new, k)} now" for k in keys[:limit]]
-    if len(keys) > limit:
-        lines.append(f"... and {len(keys) - limit} more")
-    return lines
 
 
 def build_manifest(config: MainConfig, plugins: Any, *, preprocessors: list[Any] | None = None,

@@ -70,15 +70,18 @@ def describe_plan(config: Any, config_file: str, run_dir: str | None) -> list[st
 
 
 @click.command("train")
-@click.argument("config_file", metavar="CONFIG", type=click.Path(dir_okay=False))
-@click.argument("overrides", nargs=-1, metavar="[KEY=VALUE]...")
+@click.argument("arguments", nargs=-1, metavar="[CONFIG] [KEY=VALUE]...")
 @click.option("--run-dir", type=click.Path(file_okay=False), help="Write the run here (default: runs/...).")
 @click.option("--resume", "resume", type=click.Path(exists=True), metavar="RUN_DIR",
-              help="Continue the run in RUN_DIR (or from a checkpoint file) where it stopped.")
+              help="Continue the run in RUN_DIR (or from a checkpoint file) where it stopped; its saved config is "
+                   "used when no CONFIG is given.")
 @click.option("--dry-run", is_flag=True, help="Resolve everything and print the plan without training.")
-def train(config_file: str, overrides: tuple[str, ...], run_dir: str | None, resume: str | None,
-          dry_run: bool) -> int:
-    """Train with CONFIG (YAML/TOML/JSON), overridden by KEY=VALUE pairs such as policy.params.lr=1e-3."""
+def train(arguments: tuple[str, ...], run_dir: str | None, resume: str | None, dry_run: bool) -> int:
+    """Train with CONFIG (YAML/TOML/JSON), overridden by KEY=VALUE pairs such as policy.params.lr=1e-3.
+
+    With --resume RUN_DIR, CONFIG may be left out: the run's saved config (RUN_DIR/config.yaml) is used, and
+    KEY=VALUE pairs apply on top of it (e.g. engine.total_steps=8192 to train longer).
+    """
     from pathlib import Path
 
     from rlightning_cli.commands.list_plugins import warn_load_failures
@@ -86,11 +89,16 @@ def train(config_file: str, overrides: tuple[str, ...], run_dir: str | None, res
     from rlightning_core.plugins import get_plugins
 
     warn_load_failures(get_plugins())
-    config = load_config(config_file, overrides)
+    config_file, overrides = _split_arguments(arguments)
     if resume is not None and run_dir is None:
         resume_path = Path(resume)
         run_dir = str(resume_path if resume_path.is_dir() and resume_path.name != "checkpoints"
                       else _run_dir_of(resume_path))
+    if config_file is None:
+        if resume is None:
+            raise click.UsageError("Missing argument 'CONFIG' (it may be left out only with --resume RUN_DIR).")
+        config_file = _saved_config(Path(resume))
+    config = load_config(config_file, overrides)
     if dry_run:
         click.echo("\n".join(describe_plan(config, config_file, run_dir)))
         return 0
@@ -125,3 +133,31 @@ def _run_dir_of(path: Any) -> Any:
     """The run directory that holds a checkpoint file or checkpoints directory."""
     p = path if path.is_dir() else path.parent
     return p.parent if p.name == "checkpoints" else p
+
+
+def _split_arguments(arguments: tuple[str, ...]) -> tuple[str | None, list[str]]:
+    """``(CONFIG or None, overrides)``: the first argument is CONFIG unless it reads as an override.
+
+    An override has ``=`` in it; a config file may too, so one that exists is still CONFIG. Anything after the
+    first argument is an override (``load_config`` reports one without ``=``).
+    """
+    from pathlib import Path
+
+    if not arguments:
+        return None, []
+    first, rest = arguments[0], list(arguments[1:])
+    if "=" in first and not Path(first).is_file():
+        return None, [first, *rest]
+    return first, rest
+
+
+def _saved_config(resume: Any) -> str:
+    """The config a resumed run was saved with: ``config.yaml`` in the run directory ``--resume`` names."""
+    from rlightning_core.errors import UserError
+
+    run = resume if resume.is_dir() and resume.name != "checkpoints" else _run_dir_of(resume)
+    saved = run / "config.yaml"
+    if not saved.is_file():
+        raise UserError(f"--resume {resume}: {saved} does not exist, so the run's config is unknown; give the "
+                        "config file: rlightning train CONFIG [KEY=VALUE]... --resume RUN_DIR")
+    return str(saved)

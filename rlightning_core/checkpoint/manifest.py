@@ -30,7 +30,7 @@ def check_manifest(manifest: Mapping[str, Any], *, expected: Mapping[str, Any]) 
     - a plugin distribution that provided a component of the checkpoint's run (all its loaded plugins when
       it records no ``components``) is missing now or has another version; plugins loaded but unused are
       not reported, and core's own distribution is covered by the version check above;
-    - the config hash differs.
+    - the config hash differs (the keys of ``training_config`` that differ are named, with both values).
 
     Args:
         manifest: the checkpoint's manifest (from :func:`load_checkpoint`).
@@ -66,8 +66,9 @@ def check_manifest(manifest: Mapping[str, Any], *, expected: Mapping[str, Any]) 
         if got_hash is None:
             problems.append("the checkpoint does not record a config hash")
         elif got_hash != want_hash:
-            problems.append(f"the config differs from the one the checkpoint was written with (config hash "
-                            f"{str(got_hash)[:12]} in the checkpoint, {str(want_hash)[:12]} now)")
+            from rlightning_core.checkpoint.config_diff import config_mismatch
+
+            problems.append(config_mismatch(manifest, expected))  # names the keys that differ
     return problems
 
 

@@ -14,11 +14,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import attrs
 import yaml
 from cattrs.errors import BaseValidationError
 
-from rlightning_core.config.schema import ComponentConfig, MainConfig
+from rlightning_core.config.components import (
+    component_slots,
+    raw_component_problems,
+    resolve_components,
+    resolve_params,
+)
+from rlightning_core.config.schema import MainConfig
 from rlightning_core.config.structuring import (
     OverrideValue,
     collect_errors,
@@ -37,6 +42,7 @@ __all__ = [
     "parse_override",
     "read_config_file",
     "resolve_components",
+    "resolve_params",
     "structure_config",
 ]
 
@@ -176,19 +182,37 @@ def parse_override(text: str) -> tuple[list[str | int], OverrideValue]:
     return path, OverrideValue(raw, value)
 
 
+def _as_data(value: OverrideValue) -> Any:
+    """What an override puts into the document.
+
+    A mapping or list is plain data, exactly as if the file held it; a scalar stays wrapped until the schema says
+    whether its field wants the text or the parsed value.
+    """
+    if isinstance(value.value, Mapping | list):
+        return _deepcopy(value.value)
+    return value
+
+
 def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> list[str]:
-    """Apply dotted overrides to ``data`` in place; returns the problems (each naming the override)."""
+    """Apply dotted overrides to ``data`` in place, left to right; returns the problems (each naming the override).
+
+    ``key=value`` assigns: a mapping or list value replaces what ``key`` held (the file's value and earlier
+    overrides below ``key`` are gone, omitted keys take their defaults) and is typed like the same value in the
+    file. ``key.sub=value`` changes one key inside the mapping ``key`` holds at that point, so
+    ``'policy.params={lr: 0.1}' policy.params.gamma=0.9`` sets both, while the reverse order drops ``gamma``.
+    """
     problems: list[str] = []
     for text in overrides:
         try:
-            path, value = parse_override(text)
+            path, parsed = parse_override(text)
         except ValueError as exc:
             problems.append(str(exc))
             continue
-        shape = shape_problems(value.value, f"override {text[:60]!r}")
+        shape = shape_problems(parsed.value, f"override {text[:60]!r}")
         if shape:
             problems.extend(shape)
             continue
+        value = _as_data(parsed)
         node: Any = data
         dotted = ""
         for i, key in enumerate(path):
@@ -219,8 +243,8 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> list[str]
                 node[key] = value
             else:
                 child = node.get(key)
-                if child is None:
-                    child = node[key] = {}
+                if child is None or (isinstance(child, OverrideValue) and child.value is None):
+                    child = node[key] = {}  # `key=null` then `key.sub=1`: a mapping starts here
                 node = child
     return problems
 
@@ -245,79 +269,6 @@ def structure_config(data: Mapping[str, Any], *, source: str | None = None) -> M
     return cfg
 
 
-def component_slots(cfg: MainConfig) -> list[tuple[str, str, ComponentConfig]]:
-    """``(dotted path, kind, component config)`` for every pluggable slot of a config."""
-    slots: list[tuple[str, str, ComponentConfig]] = [(f"env[{i}]", "env", e) for i, e in enumerate(cfg.env)]
-    slots.append(("policy", "policy", cfg.policy))
-    slots.append(("buffer", "buffer", cfg.buffer))
-    slots.extend((f"preprocessors[{i}]", "preprocessor", p) for i, p in enumerate(cfg.preprocessors))
-    slots.append(("engine", "engine", cfg.engine))
-    slots.extend((f"logging.loggers[{i}]", "logger", lg) for i, lg in enumerate(cfg.logging.loggers))
-    return slots
-
-
-def resolve_params(spec: Any, params: Any, path: str, problems: list[str]) -> Any:
-    """Structure one component's ``params`` into its registered config class, collecting problems."""
-    if attrs.has(type(params)):
-        return params
-    if params is None:
-        params = {}
-    if not isinstance(params, Mapping):
-        problems.append(f"{path}.params: expected a mapping, got {params!r}")
-        return params
-    if spec.config is None:
-        if params:
-            problems.append(f"{path}.params: {spec.kind} {spec.name!r} takes no params, got "
-                            f"{', '.join(map(str, params))}")
-        return None
-    data = unwrap_overrides(dict(params), spec.config)
-    try:
-        value = structure(data, spec.config)
-    except BaseValidationError as exc:
-        collect_errors(exc, f"{path}.params", problems)
-        return params
-    except (TypeError, ValueError) as exc:
-        problems.append(f"{path}.params: {exc}")
-        return params
-    return value
-
-
-def resolve_components(cfg: MainConfig, registry: Any = None, *, source: str | None = None) -> MainConfig:
-    """Resolve every ``type`` through the plugin registry and structure every ``params``.
-
-    Raises:
-        ConfigError: with one line per unknown name or bad param, all at once.
-    """
-    from rlightning_core.errors import DuplicateComponentError, UnknownComponentError
-
-    if registry is None:
-        from rlightning_core.plugins import get_plugins
-
-        registry = get_plugins().registry
-    problems: list[str] = []
-    resolved: dict[str, Any] = {}
-    for path, kind, comp in component_slots(cfg):
-        try:
-            spec = registry.resolve(kind, comp.type)
-        except (UnknownComponentError, DuplicateComponentError) as exc:
-            problems.append(f"{path}.type: {exc}")
-            continue
-        resolved[path] = attrs.evolve(comp, params=resolve_params(spec, comp.params, path, problems))
-    if problems:
-        raise ConfigError(problems, source=source)
-    return attrs.evolve(
-        cfg,
-        env=[resolved[f"env[{i}]"] for i in range(len(cfg.env))],
-        policy=resolved["policy"],
-        buffer=resolved["buffer"],
-        preprocessors=[resolved[f"preprocessors[{i}]"] for i in range(len(cfg.preprocessors))],
-        engine=resolved["engine"],
-        logging=attrs.evolve(
-            cfg.logging, loggers=[resolved[f"logging.loggers[{i}]"] for i in range(len(cfg.logging.loggers))]
-        ),
-    )
-
-
 def load_config_dict(
     data: Mapping[str, Any],
     overrides: Sequence[str] = (),
@@ -338,45 +289,10 @@ def load_config_dict(
         cfg = structure_config(data, source=source)
     except ConfigError as exc:
         if resolve:  # also report component names and plugin params, so every problem shows at once
-            extra = _raw_component_problems(unwrap_overrides(data, MainConfig), registry)
+            extra = raw_component_problems(unwrap_overrides(data, MainConfig), registry)
             raise ConfigError([*exc.problems, *(p for p in extra if p not in exc.problems)], source=source) from None
         raise
     return resolve_components(cfg, registry, source=source) if resolve else cfg
-
-
-_RAW_SLOTS = (("env", "env", True), ("policy", "policy", False), ("buffer", "buffer", False),
-              ("preprocessors", "preprocessor", True), ("engine", "engine", False))
-
-
-def _raw_component_problems(data: Mapping[str, Any], registry: Any) -> list[str]:
-    """Component-name and params problems found in a document whose core schema is already invalid."""
-    from rlightning_core.errors import DuplicateComponentError, UnknownComponentError
-
-    if registry is None:
-        from rlightning_core.plugins import get_plugins
-
-        registry = get_plugins().registry
-    slots: list[tuple[str, str, Any]] = []
-    for key, kind, many in _RAW_SLOTS:
-        value = data.get(key)
-        if many and isinstance(value, list):
-            slots.extend((f"{key}[{i}]", kind, v) for i, v in enumerate(value))
-        elif not many and isinstance(value, Mapping):
-            slots.append((key, kind, value))
-    log_cfg = data.get("logging")
-    if isinstance(log_cfg, Mapping) and isinstance(log_cfg.get("loggers"), list):
-        slots.extend((f"logging.loggers[{i}]", "logger", v) for i, v in enumerate(log_cfg["loggers"]))
-    problems: list[str] = []
-    for path, kind, comp in slots:
-        if not isinstance(comp, Mapping) or not isinstance(comp.get("type"), str):
-            continue
-        try:
-            spec = registry.resolve(kind, comp["type"])
-        except (UnknownComponentError, DuplicateComponentError) as exc:
-            problems.append(f"{path}.type: {exc}")
-            continue
-        resolve_params(spec, comp.get("params", {}), path, problems)
-    return problems
 
 
 def load_config(

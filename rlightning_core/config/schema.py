@@ -7,7 +7,7 @@ Every pluggable slot is ``type`` (a registered name, resolved through the plugin
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from attrs import Factory, define, field
 
@@ -31,8 +31,19 @@ __all__ = [
 
 @define(frozen=True, kw_only=True)
 class ComponentConfig:
-    """A pluggable component: which registered implementation, and its own options."""
+    """A pluggable component: which registered implementation, and its own options.
 
+    A subclass names its registry ``kind``; a plugin's params class may hold such a config in a field (the
+    ``remote`` env's ``local_env`` is an env config), and it is then resolved and validated like a top-level one.
+
+    A params class may also define ``run_problems(self, component, config) -> list[str]``: what these params
+    cannot do in this run (``config`` is the ``MainConfig``, ``component`` this config), one line each, addressed
+    from the component (``"num_envs: ..."``, ``"params.x: ..."``). It runs with the cross-field checks of
+    :class:`MainConfig`, so ``config validate`` and ``--dry-run`` report it before anything starts.
+    """
+
+    kind: ClassVar[str | None] = None
+    """The registry kind ``type`` resolves in (``env``, ``policy`` ...); set by each subclass."""
     type: str
     """Registered name of the implementation (``rlightning list-plugins`` shows them), or
     ``dist-name:name`` to pick one when two installed distributions provide the same name."""
@@ -43,6 +54,8 @@ class ComponentConfig:
 @define(frozen=True, kw_only=True)
 class EnvConfig(ComponentConfig):
     """One environment type. A run may list several; each is instantiated ``num_workers`` times."""
+
+    kind: ClassVar[str | None] = "env"
 
     name: str | None = None
     """Label used in metrics (``env/<name>/...``); defaults to ``params.id`` or ``type``."""
@@ -73,6 +86,8 @@ class EnvConfig(ComponentConfig):
 class PolicyConfig(ComponentConfig):
     """The policy / algorithm: one registered class placed in learner and rollout workers."""
 
+    kind: ClassVar[str | None] = "policy"
+
     device: str = field(default="auto", validator=device_spec)
     """Device of the learner: ``auto`` (CUDA when available), ``cpu``, ``cuda``, ``cuda:N``."""
     rollout_device: str = field(default="cpu", validator=device_spec)
@@ -94,6 +109,8 @@ class PolicyConfig(ComponentConfig):
 class BufferConfig(ComponentConfig):
     """Where transitions go between collection and learning."""
 
+    kind: ClassVar[str | None] = "buffer"
+
     type: str = "rollout"
     """``rollout`` (on-policy), ``replay`` (off-policy), or a plugin's buffer."""
 
@@ -102,15 +119,21 @@ class BufferConfig(ComponentConfig):
 class PreprocessorConfig(ComponentConfig):
     """An observation or reward transform applied between the envs and the policy, with saved state."""
 
+    kind: ClassVar[str | None] = "preprocessor"
+
 
 @define(frozen=True, kw_only=True)
 class LoggerConfig(ComponentConfig):
     """A metrics logger (e.g. ``tensorboard``) that receives every metric of the run."""
 
+    kind: ClassVar[str | None] = "logger"
+
 
 @define(frozen=True, kw_only=True)
 class EngineConfig(ComponentConfig):
     """The training loop and its stop rules."""
+
+    kind: ClassVar[str | None] = "engine"
 
     type: str = "sync"
     """``sync`` (on-policy), ``async`` (off-policy), ``eval``, or a plugin's engine."""
@@ -273,3 +296,12 @@ class MainConfig:
     """Experiment name, used in the default run directory name."""
     run_dir: str | None = None
     """Where the run writes (``null``: ``runs/<name>-<timestamp>``)."""
+
+    def __attrs_post_init__(self) -> None:
+        from rlightning_core.config.checks import run_problems
+
+        problems = run_problems(self)
+        if problems:  # combinations no run can start with: refused here, before anything starts
+            from rlightning_core.errors import ConfigError
+
+            raise ConfigError(problems)

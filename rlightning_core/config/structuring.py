@@ -23,11 +23,12 @@ from cattrs.errors import (
     IterableValidationNote,
 )
 
-from rlightning_core.errors import MissingDependencyError
+from rlightning_core.errors import ConfigError, MissingDependencyError
 
 #: What a validator or ``__attrs_post_init__`` raises to report a problem (collected with the field's path).
-#: A :class:`MissingDependencyError` is one: a plugin refuses params whose env needs an uninstalled package.
-_VALIDATION_ERRORS = (TypeError, ValueError, MissingDependencyError)
+#: A :class:`MissingDependencyError` is one: a plugin refuses params whose env needs an uninstalled package;
+#: a :class:`ConfigError` is a cross-field check that already renders its own lines.
+_VALIDATION_ERRORS = (TypeError, ValueError, ConfigError, MissingDependencyError)
 
 __all__ = ["OverrideValue", "converter", "structure", "unstructure"]
 
@@ -213,13 +214,17 @@ def collect_errors(exc: BaseException, path: str, out: list[str]) -> None:
                 if isinstance(note, AttributeValidationNote):
                     sub_path = join(path, note.name)
                     break
-                if isinstance(note, IterableValidationNote):
-                    sub_path = join(path, int(note.index))
+                if isinstance(note, IterableValidationNote):  # a list index, or the key of a dict[str, X]
+                    index = note.index
+                    sub_path = join(path, index if isinstance(index, int | str) else str(index))
                     break
             collect_errors(sub, sub_path, out)
         return
     if isinstance(exc, KeyError):
         out.append(f"{path}: required key is missing")
+        return
+    if isinstance(exc, ConfigError):  # a class's cross-field checks: lines addressed from that class
+        out.extend(f"{path}.{line}" if path else line for line in exc.problems)
         return
     out.append(f"{path or '<root>'}: {_message(exc)}")
 

@@ -17,6 +17,7 @@ import numpy as np
 from rlightning_core.distributed.collective_member import CollectiveMember
 from rlightning_core.distributed.collective_member import load_plugins as _load_plugins
 from rlightning_core.distributed.learner_line import LineHost
+from rlightning_core.env.faults import CONFIG_SHAPED
 from rlightning_core.errors import UserError
 
 __all__ = ["CollectiveMember", "EnvRunnerActor", "LearnerActor"]
@@ -31,7 +32,7 @@ class EnvRunnerActor(CollectiveMember):
 
     def __init__(self, env_cfg: Any, *, selection: Sequence[str], num_envs: int, seed: int, worker_index: int,
                  label: str, column: int, num_threads: int = 1, preprocess_fn: Any = None,
-                 config_index: int = 0) -> None:
+                 config_index: int = 0, restart: int = 0) -> None:
         # torch is imported by the first call that needs it (:meth:`build_rollout_policy`), not here: the driver
         # learns the spaces ~2 s of CPU sooner and the learner builds while this process imports torch; with a
         # torch-free rollout copy (``light``) this process never imports it
@@ -40,12 +41,23 @@ class EnvRunnerActor(CollectiveMember):
         self._limit_torch_threads(only_if_imported=True)  # an env plugin may have brought torch in already
         self.plugins = _load_plugins(selection)
         spec = self.plugins.registry.resolve("env", env_cfg.type)
-        self._build_error: UserError | None = None
-        try:  # a user error is raised by the calls that need the worker: raised here, it would kill the actor,
-            # and Ray's ActorDiedError keeps only the remote traceback as text, not the error
-            self.worker = spec.build(env_cfg.params, num_envs=num_envs, seed=seed, worker_index=worker_index)
-        except UserError as exc:
-            self._build_error, self.worker = exc, None
+        # an error building the worker is raised by the calls that need it (:meth:`spaces` first): raised here,
+        # it would kill the actor, and Ray's ActorDiedError keeps only the remote traceback as text
+        self._build_error: Exception | None = None
+        self.worker: Any = None
+        kwargs = {"num_envs": num_envs, "seed": seed, "worker_index": worker_index}
+        try:
+            self.worker = spec.build(env_cfg.params, **kwargs)
+        except UserError as exc:  # the env said what is wrong (its params, a package missing on this node)
+            self._build_error = exc
+        except CONFIG_SHAPED as exc:  # the config's fault when the first build fails: spaces() reports it
+            from rlightning_core.env.faults import env_config_error, factory_takes
+
+            if restart or not factory_takes(spec, env_cfg.params, kwargs):
+                raise
+            self._build_error = env_config_error(
+                f"env[{config_index}]", f"env {spec.name!r} from {spec.distribution} {spec.version} raised "
+                f"{type(exc).__name__} while being built: {exc}")
         if preprocess_fn is not None and self.worker is not None:
             from rlightning_core.env.preprocess_fn import with_preprocess_fn
 
@@ -76,7 +88,8 @@ class EnvRunnerActor(CollectiveMember):
         """Single-env observation and action spaces, and ``num_envs`` (the driver's first call).
 
         Raises:
-            UserError: the env plugin's, if it refused to build the worker (e.g. a missing package on this node).
+            UserError: the env refused its params while this actor built it (an ``EnvConfigError`` for a
+                ``TypeError``/``ValueError``, else the env's own ``UserError``, e.g. a package missing on this node).
         """
         self._check_built()
         return self.worker.observation_space, self.worker.action_space, int(self.worker.num_envs)
@@ -357,7 +370,7 @@ class EnvRunnerActor(CollectiveMember):
         """Release the envs, the process group and the shared weight slots."""
         self.leave_collective()
         self.shm_detach()
-        if self.worker is not None:  # None: the env plugin refused to build it (see :meth:`spaces`)
+        if self.worker is not None:  # None: the env refused to build it (spaces() reported it)
             self.worker.close()
 
 

@@ -133,12 +133,15 @@ class RemoteEnvGroup:
     def _check_spaces(self) -> tuple[Any, Any]:
         if self._spaces is not None:
             return self._spaces
-        first = self.ray.get(self._spaces_refs, timeout=self.cluster.actor_start_timeout_s)
+        from rlightning_core.errors import ConfigError, UserError
+
+        try:
+            first = self.ray.get(self._spaces_refs, timeout=self.cluster.actor_start_timeout_s)
+        except UserError as exc:  # an env refused its params in its actor: Ray wraps it, the user needs only it
+            raise getattr(exc, "cause", exc) from None
         obs0, act0 = first[0][0], first[0][1]
         for i, (obs_space, act_space, _) in enumerate(first):
             if obs_space != obs0 or act_space != act0:
-                from rlightning_core.errors import ConfigError
-
                 raise ConfigError([f"env[{self.slots[i].config_index}] ({self.slots[i].label}): spaces "
                                    f"{obs_space} / {act_space} differ from env[0]'s; one policy serves the group"])
         self._spaces = (obs0, act0)
@@ -162,7 +165,7 @@ class RemoteEnvGroup:
                              seed=actor_seed(self.seed, slot.config_index, slot.worker_index, slot.restarts),
                              worker_index=slot.worker_index, label=slot.label, column=slot.column,
                              num_threads=self.num_threads, preprocess_fn=self._fns[slot.config_index],
-                             config_index=slot.config_index)
+                             config_index=slot.config_index, restart=slot.restarts)
 
     def restart(self, index: int, *, close_first: bool = False) -> Any:
         """Replace the actor of worker ``index`` with a fresh one; returns the new handle.

@@ -19,7 +19,6 @@ from rlightning_core.distributed.channel import ChannelLost, ChannelTimeout, reb
 from rlightning_core.distributed.cluster import RayCluster
 from rlightning_core.distributed.early_start import EarlyRolloutMixin
 from rlightning_core.distributed.env_group import RemoteEnvGroup, remote_class
-from rlightning_core.distributed.in_process import check_in_process
 from rlightning_core.distributed.inference_servers import InferenceServersMixin
 from rlightning_core.distributed.learner_line import LearnerLineMixin
 from rlightning_core.distributed.placement import PlacementPlan
@@ -62,10 +61,6 @@ def check_resources(config: MainConfig, available: dict[str, float]) -> None:
     if need_gpu > available.get("GPU", 0.0) + 1e-9:
         problems.append(f"cluster: the run's actors reserve {need_gpu:g} GPUs but the cluster has "
                         f"{available.get('GPU', 0):g}; set cluster.learner_num_gpus: 0 to train on CPU")
-    if cc.train_workers and config.policy.device.startswith("cuda") and not cc.learner_num_gpus:
-        problems.append(f"policy.device: {config.policy.device!r} puts the learner on a GPU, but its actor reserves "
-                        "none (cluster.learner_num_gpus: 0), so Ray hides the GPUs from it; set "
-                        "cluster.learner_num_gpus (e.g. 1), or policy.device: auto")
     if problems:
         raise ConfigError(problems)
 
@@ -86,30 +81,9 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
                                                  else list(config.preprocessors))
         self.policy_cfg = policy_group.policy_cfg
         self.backend_override = getattr(policy_group, "backend", "auto")  # build_policy_group(backend=...)
-        cc = config.cluster
+        cc = config.cluster  # combinations no run can start with were refused when the config was built
         self.inference_server = cc.topology == "inference_server"
-        if self.inference_server:
-            problems = []
-            if cc.eval_workers < 1:
-                problems.append("cluster.eval_workers: the inference_server topology needs at least 1 rollout "
-                                "worker (it batches the env workers' observations)")
-            if cc.weight_sync == "double_buffer":
-                problems.append("cluster.weight_sync: double_buffer swaps weights between an env runner's steps; "
-                                "with topology inference_server use broadcast, object_store or node_shared")
-            if problems:
-                raise ConfigError(problems)
-        if cc.train_workers > 1:
-            bad = [f"env[{i}].num_envs: {e.num_envs} envs per worker cannot be split evenly over "
-                   f"cluster.train_workers={cc.train_workers} data-parallel learners; use a multiple of it"
-                   for i, e in enumerate(config.env) if e.num_envs % cc.train_workers]
-            if bad:
-                raise ConfigError(bad)
-        if cc.train_workers == 0:
-            check_in_process(config)
         self.strategy = "broadcast" if cc.weight_sync == "auto" else cc.weight_sync
-        if self.strategy == "local":
-            raise ConfigError(["cluster.weight_sync: 'local' copies weights inside one process; in ray mode "
-                               "use 'broadcast' or 'object_store'"])
         self.startup: dict[str, float] = {}
         clock = time.perf_counter
         t0 = clock()
@@ -583,6 +557,13 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
         return stats
 
     def _restart_runner(self, index: int, exc: BaseException) -> Any:
+        slot = self.env_group.slots[index]
+        if isinstance(exc, EnvStepError) and exc.kind == "config" and not slot.restarts:  # see env.faults
+            from rlightning_core.env.faults import env_config_error
+
+            cause = getattr(exc, "cause", None) or exc  # Ray's wrapper of the actor's error holds it as .cause
+            raise env_config_error(f"env[{slot.config_index}]", f"env {slot.cfg.type!r} worker {slot.worker_index}: "
+                                   f"{cause}") from None
         if self.inference_server:
             self._revive_servers()  # the env actor may have failed only because its server died
             server = self.routes[index][0]

@@ -13,10 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlightning_core.distributed.ray_common import SYNC_ENGINES
-from rlightning_core.errors import ConfigError
-
-__all__ = ["InProcessActor", "check_in_process"]
+__all__ = ["InProcessActor"]
 
 
 class _Method:
@@ -57,28 +54,3 @@ class InProcessActor:
         if name.startswith("__"):
             raise AttributeError(name)
         return _Method(self._ray, self.target, name)
-
-
-def check_in_process(config: Any) -> None:
-    """``cluster.train_workers: 0`` (the learner in the driver): refuse what needs a learner actor."""
-    cc, problems = config.cluster, []
-    if config.engine.type not in SYNC_ENGINES:
-        problems.append(f"engine.type: {config.engine.type!r} with cluster.train_workers: 0 (the learner in "
-                        "the driver): only the sync engine drives an in-process learner; use "
-                        "cluster.train_workers: 1 (or more)")
-    if cc.weight_sync not in ("auto", "object_store"):
-        problems.append(f"cluster.weight_sync: {cc.weight_sync!r} needs a learner actor in the weight-sync "
-                        "group; with cluster.train_workers: 0 use auto or object_store")
-    if cc.placement != "default":
-        problems.append(f"cluster.placement: {cc.placement!r} places a learner actor; with "
-                        "cluster.train_workers: 0 the learner is the driver, so use default")
-    for key, on in (("cluster.sharded_buffer", cc.sharded_buffer), ("cluster.offload", cc.offload),
-                    ("cluster.topology: inference_server", cc.topology == "inference_server")):
-        if on:
-            problems.append(f"{key}: not available with cluster.train_workers: 0 (the learner in the "
-                            "driver); use cluster.train_workers: 1")
-    if config.policy.device not in ("cpu", "auto"):
-        problems.append(f"policy.device: {config.policy.device!r}: with cluster.train_workers: 0 the learner "
-                        "runs in the driver on CPU; give it an actor (cluster.train_workers: 1) for a GPU")
-    if problems:
-        raise ConfigError(problems)

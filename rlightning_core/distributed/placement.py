@@ -14,6 +14,7 @@ from typing import Any
 
 import attrs
 
+from rlightning_core.config.checks import placement_problems
 from rlightning_core.config.schema import ClusterConfig, EnvConfig, MainConfig
 from rlightning_core.errors import ConfigError
 
@@ -68,18 +69,8 @@ class PlacementPlan:
                 _bundle(e.num_cpus, 0) for _, e in workers]
             return cls("disaggregate", bundles, list(range(nl, len(workers) + nl)), 0, "SPREAD",
                        learner_bundles=list(range(nl)))
-        # manual
-        problems = []
-        if not c.bundles:
-            problems.append("cluster.bundles: placement 'manual' needs a list of bundles, e.g. [{CPU: 2}, {CPU: 1}]")
-        n = len(c.bundles)
-        if c.learner_bundle is None or not 0 <= c.learner_bundle < max(n, 1):
-            problems.append(f"cluster.learner_bundle: placement 'manual' needs the learner's bundle index "
-                            f"(0..{max(n - 1, 0)}), got {c.learner_bundle!r}")
-        for i, e in enumerate(env_cfgs):
-            if e.bundle is None or not 0 <= e.bundle < max(n, 1):
-                problems.append(f"env[{i}].bundle: placement 'manual' needs a bundle index (0..{max(n - 1, 0)}), "
-                                f"got {e.bundle!r}")
+        # manual (a MainConfig has been checked already; env configs given to the builders alone are here)
+        problems = placement_problems(c, env_cfgs)
         if problems:
             raise ConfigError(problems)
         return cls("manual", [dict(b) for b in c.bundles], [e.bundle for _, e in workers], c.learner_bundle)

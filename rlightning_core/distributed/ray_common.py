@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rlightning_core.config.checks import SYNC_ENGINES
 from rlightning_core.errors import RlightningError
 
 if TYPE_CHECKING:
@@ -15,8 +16,6 @@ __all__ = ["REPLY_SYNC_MAX_BYTES", "SYNC_ENGINES", "PackedWeights", "RayExecutio
            "collective_backend", "learner_line_possible", "mean_metrics", "pack_weights", "strip_private",
            "unpack_weights"]
 
-#: ``engine.type`` values naming the synchronous on-policy engine (the in-driver learner and the line need it).
-SYNC_ENGINES = ("sync", "rlightning:sync")
 
 #: ``weight_sync: auto`` on CPU learners: weights up to this size ride the learner's reply (no collective).
 REPLY_SYNC_MAX_BYTES = 1 << 20

@@ -414,9 +414,6 @@ class BaseEngine(ABC):
         file, state = loaded.path, loaded.state
         problems = check_manifest(loaded.manifest, expected=self.run_ctx.manifest)
         if problems:
-            from rlightning_core.run import config_changes
-
-            problems += config_changes(loaded.manifest, self.run_ctx.manifest)
             raise UserError(f"cannot resume from {file}:\n  " + "\n  ".join(problems))
         loaded.report_refused("resuming from", move_aside=True)  # before this run writes over any of them
         for key in NUMPY_SECTIONS:

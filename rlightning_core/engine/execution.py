@@ -76,7 +76,7 @@ class LocalExecution:
             c, i = env_group.config_indices[w], env_group.worker_indices[w]
             cfg = config.env[c]
             who = f"env[{c}] ({runner.label}, type {cfg.type!r}) worker {i}"
-            runner.enable_restarts(functools.partial(self.env_group.rebuild, w), budget, who)
+            runner.enable_restarts(functools.partial(self.env_group.rebuild, w), budget, who, config_path=f"env[{c}]")
 
     def buffer_spec(self, rollout_steps: int) -> BufferSpec:
         """What the buffer must hold for this group of envs and this policy."""

@@ -18,6 +18,7 @@ import numpy as np
 
 from rlightning_core.config.schema import EnvConfig
 from rlightning_core.env.base import EnvWorker, EpisodeStats, StepBatch
+from rlightning_core.env.faults import CONFIG_SHAPED, env_config_error, factory_takes
 from rlightning_core.env.preprocess_fn import PreprocessFn, per_config, with_preprocess_fn
 from rlightning_core.env.seeding import ENV_KEY, derive_seed
 from rlightning_core.errors import ConfigError, DuplicateComponentError, UnknownComponentError
@@ -307,11 +308,7 @@ def _resolve(cfgs: Sequence[EnvConfig], registry: Any) -> list[tuple[Any, Any]]:
             problems.append(f"{path}.type: {exc}")
             out.append((None, None))
             continue
-        params = resolve_params(spec, cfg.params, path, problems)
-        if spec.config is not None and attrs.has(type(params)) and not isinstance(params, spec.config):
-            problems.append(f"{path}.params: env {cfg.type!r} takes {spec.config.__name__}, "
-                            f"got {type(params).__name__}")
-        out.append((spec, params))
+        out.append((spec, resolve_params(spec, cfg.params, path, problems, registry)))
     if problems:
         raise ConfigError(problems)
     return out
@@ -432,7 +429,13 @@ def _worker_factory(spec: Any, params: Any, cfg: EnvConfig, c: int, w: int, num_
             worker: Any = ProcessEnvWorker(spec.qualified_name, params, build_kwargs=kwargs,
                                            selection=get_plugins().selection(), timeout_s=cfg.step_timeout_s)
         else:
-            worker = spec.build(params, **kwargs)
+            try:
+                worker = spec.build(params, **kwargs)
+            except CONFIG_SHAPED as exc:
+                if restart or not factory_takes(spec, params, kwargs):  # built before / the plugin's signature
+                    raise
+                raise env_config_error(f"env[{c}]", f"env {spec.name!r} from {spec.distribution} {spec.version} "
+                                       f"raised {type(exc).__name__} while being built: {exc}") from exc
         try:
             _check_worker(worker, spec, c, num_envs)
         except BaseException:

@@ -39,7 +39,8 @@ class EnvStepError(RuntimeError):
     Attributes:
         label: the env config's label.
         phase: ``step`` or ``reset``.
-        kind: ``raised``, ``hung`` or ``non_finite``.
+        kind: ``raised``, ``hung``, ``non_finite``, or ``config``: the first reset of a worker raised
+            ``TypeError``/``ValueError`` (see :mod:`rlightning_core.env.faults`).
     """
 
     def __init__(self, message: str, *, label: str = "", phase: str = "step", kind: str = "raised") -> None:
@@ -137,23 +138,33 @@ class EnvRunner:
         self.budget: RestartBudget | None = None
         self.who = f"env worker {label!r}"
         self.restarts = 0
+        self.config_path = "env"
+        """Key path of this worker's env config (``env[0]``), named when the env refuses its params."""
+        self._ran = False  # whether this worker has ever reset
         self._restart_seed: int | None = None
         self._pending_faults = (0, 0)
 
-    def enable_restarts(self, rebuild: Rebuild, budget: RestartBudget, who: str | None = None) -> None:
+    def enable_restarts(self, rebuild: Rebuild, budget: RestartBudget, who: str | None = None,
+                        config_path: str | None = None) -> None:
         """Recreate the worker with ``rebuild`` when it fails, within the run's ``budget``.
 
         Without this (e.g. inside a Ray actor, where the driver recreates the whole actor), a failure raises
-        :class:`EnvStepError`.
+        :class:`EnvStepError`. Either way a worker whose first reset raises ``TypeError``/``ValueError`` is not
+        recreated: :class:`~rlightning_core.env.faults.EnvConfigError` (its params are wrong).
         """
         self.rebuild, self.budget = rebuild, budget
         if who:
             self.who = who
+        if config_path:
+            self.config_path = config_path
 
     def _fail(self, phase: str, exc: BaseException, actions: Any = None) -> EnvStepError:
+        from rlightning_core.env.faults import CONFIG_SHAPED
         from rlightning_core.env.isolated import EnvTimeoutError
 
         kind = "hung" if isinstance(exc, EnvTimeoutError) else "raised"
+        if phase == "reset" and not self._ran and isinstance(exc, CONFIG_SHAPED):
+            kind = "config"  # its first reset: see rlightning_core.env.faults
         what = "hung in" if kind == "hung" else "failed in"
         acts = f" with actions {actions!r}" if actions is not None else ""
         cols = f"buffer columns {self.column}..{self.column + self.num_envs - 1}"
@@ -174,7 +185,11 @@ class EnvRunner:
     def _recover(self, exc: EnvStepError) -> None:
         """Replace the failed worker (budget permitting); its episodes in flight are lost, the next use resets it."""
         if self.rebuild is None or self.budget is None:
-            raise exc
+            raise exc  # the worker's owner decides (the Ray driver, for an actor's runner)
+        if exc.kind == "config" and self.restarts == 0:  # the worker built from the config never ran
+            from rlightning_core.env.faults import env_config_error
+
+            raise env_config_error(self.config_path, str(exc)) from exc
         self.budget.take(self.who, exc)
         self.restarts += 1
         log.warning("%s; recreating the worker (restart %d of %d in this run, %d episode(s) in flight dropped)",
@@ -184,6 +199,7 @@ class EnvRunner:
         with contextlib.suppress(Exception):  # it failed already; closing may fail too
             (kill if callable(kill) else old.close)()
         self.worker, self._restart_seed = self.rebuild(self.restarts)
+        self._ran = False
         restarts, dropped = self._pending_faults
         self._pending_faults = (restarts + 1, dropped + self.num_envs)
         self._obs = None  # the next collect resets the new worker with its own seed
@@ -200,6 +216,7 @@ class EnvRunner:
             raise  # the user's preprocess fn, not the env: recreating the worker would not help
         except Exception as exc:
             raise self._fail("reset", exc) from exc
+        self._ran = True
         self._non_finite("reset", obs)
         self._obs = self._pre_obs(obs, True)
 

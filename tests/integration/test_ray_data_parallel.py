@@ -82,12 +82,11 @@ def test_two_learners_average_gradients_and_stay_in_step(ray_cluster, cartpole_c
     ex.close()
 
 
-def test_uneven_split_is_a_config_error(ray_cluster, cartpole_config, build_run):
+def test_uneven_split_is_a_config_error(cartpole_config):
     from rlightning_core.errors import ConfigError
 
-    config = dp_config(cartpole_config, "env.num_envs=3")
     with pytest.raises(ConfigError, match=r"env\[0\]\.num_envs: 3 envs per worker cannot be split"):
-        build_run(config)
+        dp_config(cartpole_config, "env.num_envs=3")  # when the config is loaded: before Ray starts
 
 
 def test_two_learner_ppo_trains_cartpole(ray_cluster, tmp_path, cartpole_config, build_run):

@@ -184,7 +184,7 @@ def test_a_learner_adopts_other_initial_weights_and_says_whether_they_differed()
     (("cluster.topology=inference_server", "cluster.eval_workers=1"), False),
     (("cluster.sharded_buffer=true",), False),
     (("cluster.learner_num_gpus=1",), False),
-    (("policy.device=cuda",), False),
+    (("policy.device=cuda", "cluster.learner_num_gpus=1"), False),
 ])
 def test_which_runs_start_the_first_rollout_early(overrides, possible):
     from rlightning_core.distributed.plan import describe_ray_plan

@@ -35,13 +35,12 @@ def test_a_cuda_learner_without_a_reserved_gpu_is_refused_up_front(cartpole_conf
     from rlightning_core.distributed.execution import check_resources
     from rlightning_core.errors import ConfigError
 
-    config = cartpole_config("cluster.mode=ray", "policy.device=cuda")
     with pytest.raises(ConfigError, match=r"policy.device: 'cuda' .*\(cluster.learner_num_gpus: 0\)"):
-        check_resources(config, {"CPU": 8.0, "GPU": 1.0})
+        cartpole_config("cluster.mode=ray", "policy.device=cuda")  # the config alone is refused
     check_resources(cartpole_config("cluster.mode=ray", "policy.device=cuda", "cluster.learner_num_gpus=1"),
                     {"CPU": 8.0, "GPU": 1.0})  # reserved: accepted
-    check_resources(cartpole_config("cluster.mode=ray", "policy.device=cuda", "cluster.train_workers=0"),
-                    {"CPU": 8.0})  # no learner actor: the in-driver learner has its own rules
+    with pytest.raises(ConfigError, match=r"with cluster.train_workers: 0 the learner runs in the driver on CPU"):
+        cartpole_config("cluster.mode=ray", "policy.device=cuda", "cluster.train_workers=0")  # its own rule
 
 
 def test_a_cpu_member_reports_cpu(cartpole_config):

@@ -52,11 +52,11 @@ def test_inference_server_batches_syncs_bit_for_bit_and_trains(ray_cluster, tmp_
     assert max(lags) == 0  # every chunk was collected with the newest weights (versions travel with answers)
 
 
-def test_inference_server_needs_rollout_workers(ray_cluster, cartpole_config, build_run):
+def test_inference_server_needs_rollout_workers(cartpole_config):
     from rlightning_core.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"cluster\.eval_workers: the inference_server topology needs"):
-        build_run(server_config(cartpole_config, "cluster.eval_workers=0"))
+        server_config(cartpole_config, "cluster.eval_workers=0")  # when the config is loaded: before Ray starts
 
 
 def test_dry_run_plan_shows_topology_learners_sync_and_buffer(cartpole_config):

@@ -125,7 +125,7 @@ def test_a_killed_env_worker_rejoins_the_learners_line(ray_cluster, tmp_path, ca
     ("cluster.weight_sync=broadcast", False),
     ("cluster.weight_sync=object_store", False),
     ("cluster.train_workers=2", False),
-    ("cluster.topology=inference_server", False),
+    ("cluster.topology=inference_server cluster.eval_workers=1", False),
     ("cluster.sharded_buffer=true", False),
     ("cluster.offload=true", False),
     ("cluster.learner_num_gpus=1", False),
@@ -133,7 +133,7 @@ def test_a_killed_env_worker_rejoins_the_learners_line(ray_cluster, tmp_path, ca
 def test_which_runs_the_learners_line_serves(cartpole_config, override, line):
     from rlightning_core.distributed.ray_common import learner_line_possible
 
-    assert learner_line_possible(_config(cartpole_config, override).cluster) == line
+    assert learner_line_possible(_config(cartpole_config, *override.split()).cluster) == line
 
 
 def test_the_dry_run_plan_names_the_learners_line(cartpole_config):

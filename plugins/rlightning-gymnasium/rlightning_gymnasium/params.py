@@ -147,6 +147,45 @@ def _env_id(_inst: Any, _attr: Any, value: Any) -> None:
     check_env_dependencies(value)
 
 
+def _env_creator(env_id: Any) -> Any:
+    """The registered creator of ``env_id`` (its class or function), or ``None`` when it cannot be loaded here."""
+    if not isinstance(env_id, str) or ":" in env_id:
+        return None  # ``module:EnvId`` registers the id only when the env is made
+    import importlib
+
+    import gymnasium
+
+    try:
+        entry = gymnasium.spec(env_id).entry_point
+    except gymnasium.error.Error:
+        return None  # the id validator reports it
+    if callable(entry):
+        return entry
+    module, _, attr = str(entry).partition(":")
+    try:
+        return getattr(importlib.import_module(module), attr, None)
+    except (ImportError, gymnasium.error.DependencyNotInstalled):  # box2d, mujoco ...: making the env reports it
+        return None
+
+
+def _make_kwargs(inst: Any, _attr: Any, value: Any) -> None:
+    creator = _env_creator(getattr(inst, "id", None))
+    if creator is None:
+        return
+    import inspect
+
+    import gymnasium
+
+    from rlightning_core.config.callargs import call_problems
+
+    make_args = [p for p in inspect.signature(gymnasium.make).parameters
+                 if p not in ("id", "kwargs") and p not in _RESERVED_KWARGS]
+    problems = call_problems(creator, value, name=f"{inst.id} ({getattr(creator, '__qualname__', creator)})",
+                             also=make_args)
+    if problems:
+        raise ValueError("; ".join(problems))
+
+
 @define(frozen=True, kw_only=True)
 class GymnasiumParams:
     """Options of the ``gymnasium`` env: which registered env, its kwargs, wrappers and vectorization."""
@@ -155,8 +194,10 @@ class GymnasiumParams:
     """Gymnasium env id (``CartPole-v1``), or ``module:EnvId`` to import the module that registers it. An id
     whose family needs an optional package that is not installed (MuJoCo, Box2D, ALE) is refused with the
     extra to install, e.g. ``pip install 'rlightning-gymnasium[mujoco]'``."""
-    kwargs: dict[str, Any] = Factory(dict)
-    """Keyword arguments of ``gymnasium.make`` for this env (e.g. ``{continuous: true}``)."""
+    kwargs: dict[str, Any] = field(factory=dict, validator=_make_kwargs)
+    """Keyword arguments of ``gymnasium.make`` for this env (e.g. ``{continuous: true}``), checked when the config
+    is validated against the signature of the env's registered class: unknown names, and values its annotations
+    (``int``, ``float``, ``bool``, ``str``, optional or in lists) refuse."""
     wrappers: list[WrapperSpec] = field(factory=list, converter=_to_wrapper_specs)
     """Wrappers applied to every single env in order (first is innermost), e.g.
     ``[{type: ClipAction}, {type: NormalizeObservation, kwargs: {epsilon: 1e-8}}]``."""

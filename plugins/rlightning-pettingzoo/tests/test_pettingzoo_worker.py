@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
+import attrs
 import numpy as np
 import pytest
 from rlightning_pettingzoo.params import PettingZooParams
@@ -124,8 +125,12 @@ def test_config_errors_name_the_key(tmp_path):
 
 
 def test_bad_kwargs_name_the_key():
+    with pytest.raises(ValueError, match=r"bogus: not an argument of mpe2.simple_spread_v3; it takes N, "):
+        PettingZooParams(env="mpe2.simple_spread_v3", kwargs={"bogus": 1})  # when the config is validated
+    with attrs.validators.disabled():  # params built without validation still fail cleanly in the worker
+        params = PettingZooParams(env="mpe2.simple_spread_v3", kwargs={"bogus": 1})
     with pytest.raises(UserError, match=r"env.params.kwargs: mpe2.simple_spread_v3.parallel_env\(\) refused"):
-        PettingZooWorker(PettingZooParams(env="mpe2.simple_spread_v3", kwargs={"bogus": 1}), num_envs=3, seed=0)
+        PettingZooWorker(params, num_envs=3, seed=0)
 
 
 def test_simple_tag_is_refused_naming_its_agent_groups():

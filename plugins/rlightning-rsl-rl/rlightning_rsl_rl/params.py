@@ -7,6 +7,8 @@ configuration written for RSL-RL's ``OnPolicyRunner`` carries over; the rollout 
 
 from __future__ import annotations
 
+from typing import Any
+
 from attrs import define, field
 
 from rlightning_core.config.validators import ge, gt, in_range, one_of
@@ -74,3 +76,11 @@ class RslRlPPOParams:
         # refused when the config is read, with the command that completes the install.
         require("rsl_rl", pip="rsl-rl-lib>=5.0,<6", needed_by="policy 'rsl_rl_ppo'")
         require("tensordict", pip="tensordict>=0.7", needed_by="policy 'rsl_rl_ppo'")
+
+    def run_problems(self, _component: Any, config: Any) -> list[str]:
+        """What these options cannot do in ``config``'s run, found when the config is validated."""
+        learners = config.cluster.train_workers if config.cluster.mode == "ray" else 1
+        if learners > 1 and self.obs_normalization:
+            return [f"params.obs_normalization: not supported with data-parallel learners (cluster.train_workers: "
+                    f"{learners}; each learner would keep its own normalization statistics); set it to false"]
+        return []

@@ -7,23 +7,25 @@ env-client``) connect to it, each serving ``num_envs / num_clients`` envs. See `
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, ClassVar
 
-from attrs import Factory, define, evolve, field
+from attrs import define, evolve, field
 
+from rlightning_core.config.schema import ComponentConfig
 from rlightning_core.config.validators import ge, gt, in_range, one_of
 
 __all__ = ["LocalEnvSpec", "RemoteEnvParams"]
 
 
 @define(frozen=True, kw_only=True)
-class LocalEnvSpec:
-    """The env the clients serve, when it can also be built here (``type`` + ``params`` of any env)."""
+class LocalEnvSpec(ComponentConfig):
+    """The env the clients serve, when it can also be built here: ``type`` + ``params`` of any registered env.
 
-    type: str
-    """A registered env type, e.g. ``gymnasium``."""
-    params: dict[str, Any] = Factory(dict)
-    """That env's params, e.g. ``{id: CartPole-v1}``."""
+    An env config nested in the remote env's params: it is resolved and validated with the run's config
+    (``env[0].params.local_env.type: unknown env ...``), so its ``params`` hold that env's structured options.
+    """
+
+    kind: ClassVar[str | None] = "env"
 
 
 def _nonempty(_inst: Any, attribute: Any, value: Any) -> None:
@@ -92,6 +94,13 @@ class RemoteEnvParams:
             raise ValueError(f"heartbeat_timeout_s ({self.heartbeat_timeout_s}) must exceed heartbeat_s "
                              f"({self.heartbeat_s})")
 
+    def run_problems(self, component: Any, _config: Any) -> list[str]:
+        """The worker's ``num_envs`` must split into ``num_clients`` equal groups (see ``ComponentConfig``)."""
+        if component.num_envs % self.num_clients:
+            return [f"num_envs: {component.num_envs} must be a multiple of params.num_clients ({self.num_clients}): "
+                    "every client serves num_envs / num_clients envs"]
+        return []
+
     @property
     def capacity(self) -> int:
         """Clients held at once, slot-group owners and standbys."""
@@ -123,7 +132,7 @@ class RemoteEnvParams:
         from rlightning_core.config.schema import EnvConfig
 
         if self.local_env is not None:
-            return EnvConfig(type=self.local_env.type, params=dict(self.local_env.params), name=cfg.label,
+            return EnvConfig(type=self.local_env.type, params=self.local_env.params, name=cfg.label,
                              num_envs=cfg.num_envs)
         return evolve(cfg, params=evolve(self, port=self.eval_port, role="eval", num_clients=1,
                                          max_clients=None, min_clients=None), name=cfg.label)
