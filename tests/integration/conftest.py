@@ -111,7 +111,7 @@ def ray_cluster():
     ray = pytest.importorskip("ray")
     if ray.is_initialized():
         ray.shutdown()
-    ray.init(address="local", num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1", logging_level="WARNING",
-             log_to_driver=False)
+    ray.init(address="local", num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1",
+             logging_level="WARNING", log_to_driver=False)
     yield ray
     ray.shutdown()
