@@ -23,6 +23,7 @@ from rlightning_core.distributed.in_process import check_in_process
 from rlightning_core.distributed.inference_servers import InferenceServersMixin
 from rlightning_core.distributed.learner_line import LearnerLineMixin
 from rlightning_core.distributed.placement import PlacementPlan
+from rlightning_core.distributed.plan import SyncPlan, needs_weights_size, weight_sync_plan
 from rlightning_core.distributed.ray_common import (
     REPLY_SYNC_MAX_BYTES,
     SYNC_ENGINES,
@@ -101,10 +102,8 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
                 raise ConfigError(bad)
         if cc.train_workers == 0:
             check_in_process(config)
-        self.strategy = "broadcast" if cc.weight_sync == "auto" else cc.weight_sync
-        if self.strategy == "local":
-            raise ConfigError(["cluster.weight_sync: 'local' copies weights inside one process; in ray mode "
-                               "use 'broadcast' or 'object_store'"])
+        # how weights travel (refusing weight_sync: local before Ray starts); final once the weights' size is known
+        self.sync_plan: SyncPlan = weight_sync_plan(config)
         self.startup: dict[str, float] = {}
         clock = time.perf_counter
         t0 = clock()
@@ -184,12 +183,17 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
             t_dp = clock()
             self._form_data_parallel()
             self.startup["data_parallel_s"] = clock() - t_dp
-        # how weights travel decides the rollout copies: numpy ones need no torch in the runner
+        # how weights travel (weight_sync_plan, the function --dry-run prints) decides the rollout copies: numpy
+        # ones need no torch in the runner
         self.version = 0
-        self._sync_info: dict[str, float] = {}
-        self._reply_weights = early or self._small_cpu_policy()
-        if self._reply_weights or self.in_process:  # weights ride the learn reply (and first sync, re-syncs,
-            self.strategy = "object_store"          # an in-driver learner's big weights: the object store)
+        measured = getattr(self, "_sync_info", {}).get("bytes") if early else None  # the helper's learner said
+        if measured is None and needs_weights_size(config):
+            measured = float(self._get(self.learner.weights_nbytes.remote(), cc.call_timeout_s, "size the weights"))
+        self._sync_info: dict[str, float] = {} if measured is None else {"bytes": measured}
+        self.sync_plan = weight_sync_plan(config, weights_nbytes=None if measured is None else int(measured))
+        self.strategy = self.sync_plan.strategy
+        # inline: the weights ride the learn reply (the first sync and re-syncs go through the object store)
+        self._reply_weights = self.sync_plan.transport == "inline"
         self._light = self._light and self.strategy == "object_store"
         # rollout copies inside the env actors, or inference servers the env actors ask every step
         t3 = clock()

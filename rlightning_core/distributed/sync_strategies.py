@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from rlightning_core.distributed.ray_common import REPLY_SYNC_MAX_BYTES, RayExecutionState, pack_weights, strip_private
+from rlightning_core.distributed.ray_common import RayExecutionState, pack_weights, strip_private
 
 __all__ = ["WeightSyncMixin"]
 
@@ -18,6 +18,7 @@ class WeightSyncMixin(RayExecutionState):
     """Mixed into :class:`~rlightning_core.distributed.execution.RayExecution`, whose state it uses."""
 
     strategy: str
+    sync_plan: Any
     inference_server: bool
     _blocking_sync: bool
     _sync_refs: list[Any]
@@ -120,22 +121,8 @@ class WeightSyncMixin(RayExecutionState):
         return {"sync/write_s": t1 - t0, "sync/rollout_pause_s": max(pauses, default=0.0),
                 "sync/node_copies": float(self._shm_nodes)}
 
-    def _small_cpu_policy(self) -> bool:
-        """Whether ``weight_sync: auto`` can do without a gloo group.
-
-        So it can with CPU learners, rollout copies in the env runners and weights of at most
-        :data:`REPLY_SYNC_MAX_BYTES`: :meth:`_reply_sync` sends them, and forming the group (a rendezvous that
-        took up to ~0.7 s of start-up on a loaded machine) is skipped.
-        """
-        cc = self.config.cluster
-        if cc.weight_sync != "auto" or self.strategy != "broadcast" or self.inference_server or cc.learner_num_gpus:
-            return False
-        nbytes = float(self._get(self.learner.weights_nbytes.remote(), cc.call_timeout_s, "size the weights"))
-        self._sync_info = {"bytes": nbytes}
-        return 0 < nbytes <= REPLY_SYNC_MAX_BYTES
-
     def _reply_sync(self) -> bool:
-        """``weight_sync: auto`` with a small policy on CPU learners: the weights come back with the learn reply.
+        """Inline weights (:class:`~rlightning_core.distributed.plan.SyncPlan`): they come back with the learn reply.
 
         :meth:`sync` then queues them (numpy, copied in bit for bit) ahead of each runner's next collect: no
         collective that needs the learner and every runner scheduled at once, no extra round trip.
@@ -157,8 +144,7 @@ class WeightSyncMixin(RayExecutionState):
         saved; it checks the result together with the chunks). Not for the inference-server topology (its
         rollout actors are threaded) nor for the first sync, re-syncs after a restart or a resume.
         """
-        return (not self._blocking_sync and not self.inference_server
-                and self.strategy in ("broadcast", "object_store"))
+        return not self._blocking_sync and self.sync_plan.scheme == "queued"
 
     def _finish_sync(self, *, ignore_errors: bool = False) -> None:
         """Wait for a transfer :meth:`sync` queued (raising its error unless ``ignore_errors``)."""
