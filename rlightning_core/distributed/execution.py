@@ -36,12 +36,14 @@ from rlightning_core.distributed.ray_common import strip_private as _strip_priva
 from rlightning_core.distributed.seed_ledger import SeedLedger
 from rlightning_core.distributed.streaming import StreamingMixin
 from rlightning_core.distributed.sync_strategies import WeightSyncMixin
+from rlightning_core.distributed.weight_check import WeightCheckMixin, WeightSyncMismatch
 from rlightning_core.engine.execution import build_preprocessors, column_labels
 from rlightning_core.env.runner import EnvStepError, RolloutStats
 from rlightning_core.env.seeding import derive_seed
 from rlightning_core.errors import ConfigError
 
-__all__ = ["REPLY_SYNC_MAX_BYTES", "RayExecution", "WorkerFailure", "check_resources", "mean_metrics"]
+__all__ = ["REPLY_SYNC_MAX_BYTES", "RayExecution", "WeightSyncMismatch", "WorkerFailure", "check_resources",
+           "mean_metrics"]
 
 log = logging.getLogger("rlightning")
 
@@ -71,7 +73,8 @@ def check_resources(config: MainConfig, available: dict[str, float]) -> None:
         raise ConfigError(problems)
 
 
-class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, WeightSyncMixin, StreamingMixin):
+class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, WeightSyncMixin, WeightCheckMixin,
+                   StreamingMixin):
     """Same interface as :class:`~rlightning_core.engine.execution.LocalExecution`, on a Ray cluster."""
 
     mode = "ray"
@@ -81,6 +84,9 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
         self.config = config
         self.plugins = plugins
         self.policy_cfg = policy_group.policy_cfg
+        self._expected: dict[int, tuple[Any, str | None]] = {}  # the learner's fingerprint of each version
+        self.verified_copies = 0  # rollout copies found equal to the learner after a sync (WeightCheckMixin)
+        self._exempt: dict[int, int] = {}  # runner -> the version a restart re-sent it (the learner's weights then)
         self.backend_override = getattr(policy_group, "backend", "auto")  # build_policy_group(backend=...)
         cc = config.cluster
         self.inference_server = cc.topology == "inference_server"
@@ -475,12 +481,13 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
                 or self.in_process):  # an in-process learner would wait for the chunks right here
             self._chain_progress: float | None = progress
 
-    def _submit_learn(self, progress: float, chunks: list[Any]) -> tuple[list[Any], Any]:
+    def _submit_learn(self, progress: float, chunks: list[Any]) -> tuple[list[Any], Any, Any]:
         """Every rank gets every chunk ref and stores its own slice of the env columns.
 
-        Returns the metrics refs and, when the weights ride the learn reply (:meth:`_reply_sync`), the ref of
-        rank 0's new weights (a separate return value: the driver passes it on without fetching it). An
-        in-process learner (``cluster.train_workers: 0``) learns right here and returns values instead.
+        Returns the metrics refs and, when the weights ride the learn reply (:meth:`_reply_sync`), the refs of
+        rank 0's new weights (a separate return value: the driver passes it on without fetching it) and of their
+        fingerprint (else ``None``, ``None``). An in-process learner (``cluster.train_workers: 0``) learns right
+        here and returns values instead.
         """
         reply = self._reply_sync()
         if self.in_process:  # values, not references: the metrics stay here, the weights go inline to the runners
@@ -488,17 +495,18 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
             got = iter(self.ray.get(pending)) if pending else iter(())
             values = [next(got) if isinstance(c, self.ray.ObjectRef) else c for c in chunks]
             out = self.learner.target.learn(progress, *values, with_weights=reply)
-            metrics, weights = out if reply else (out, None)
-            return [metrics], weights
+            metrics, weights, fp = out if reply else (out, None, None)
+            return [metrics], weights, fp
         refs: list[Any] = []
-        weights_ref = None
+        weights_ref = fp_ref = None
         for r, ln in enumerate(self.learners):
             if reply and r == 0:
-                metrics_ref, weights_ref = ln.learn.options(num_returns=2).remote(progress, *chunks, with_weights=True)
+                metrics_ref, weights_ref, fp_ref = ln.learn.options(num_returns=3).remote(progress, *chunks,
+                                                                                          with_weights=True)
                 refs.append(metrics_ref)
             else:
                 refs.append(ln.learn.remote(progress, *chunks))
-        return refs, weights_ref
+        return refs, weights_ref, fp_ref
 
     def collect(self, num_steps: int) -> list[RolloutStats]:
         """Every env runner collects a chunk in parallel; chunks stay in the object store for the learner."""
@@ -574,6 +582,7 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
                 stats[i].restarts += n
                 stats[i].dropped_episodes += n * self.env_group.slots[i].cfg.num_envs
         self._finish_sync()  # ran before the chunks on every runner; a restart above already re-synced
+        self._check_reports(stats)  # the runners' fingerprints of the weights they collected with
         self._pending_chunks = chunks
         self._chained = chained
         self._presync = (self.version + 1, presync) if presync else None
@@ -637,7 +646,8 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
         elif self.strategy == "node_shared":
             self._setup_shared()
             self._shared_sync(self.version)
-        else:
+        else:  # the learner's weights now, which an async learner may have moved past this version's
+            self._exempt[index] = self.version
             self._track(index, actor.set_weights.remote(self.learner.get_weights.remote(), self.version))
         return actor
 
@@ -668,7 +678,7 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
             except self.ray.exceptions.RayActorError as exc:
                 raise self._learner_failed(exc) from exc
         if chained is not None and chained[0] == progress:
-            refs, weights_ref = chained[1], chained[2]  # submitted with the collect (chain_learn)
+            refs, weights_ref, fp = chained[1], chained[2], chained[3]  # submitted with the collect (chain_learn)
         else:
             if chained is not None:  # the learner runs the chained learn anyway: learning twice would be wrong
                 raise RuntimeError(f"learn(progress={progress}) after chain_learn({chained[0]}): the engine must "
@@ -676,12 +686,17 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
             if self.config.cluster.offload:  # the rollout copies idle while the learner learns
                 for a in self.rollout_actors:
                     a.offload_idle.remote()
-            refs, weights_ref = self._submit_learn(progress, chunks)
+            refs, weights_ref, fp = self._submit_learn(progress, chunks)
         try:
-            results = refs if self.in_process else self.ray.get(refs, timeout=self.config.cluster.call_timeout_s)
+            if self.in_process:
+                results = refs
+            elif fp is not None:  # the weights' fingerprint (a few bytes) comes with the metrics
+                *results, fp = self.ray.get([*refs, fp], timeout=self.config.cluster.call_timeout_s)
+            else:
+                results = self.ray.get(refs, timeout=self.config.cluster.call_timeout_s)
         except self.ray.exceptions.RayActorError as exc:
             raise self._learner_failed(exc) from exc
-        self._fresh_weights = weights_ref
+        self._fresh_weights, self._fresh_fp = weights_ref, fp
         return mean_metrics(results)
 
     def eval_policy(self) -> Any:

@@ -20,6 +20,7 @@ class WeightSyncMixin(RayExecutionState):
     strategy: str
     sync_plan: Any
     inference_server: bool
+    _initial_fp: Any
     _blocking_sync: bool
     _sync_refs: list[Any]
     _sync_info: dict[str, float]
@@ -38,6 +39,10 @@ class WeightSyncMixin(RayExecutionState):
         def _get(self, refs: Any, timeout: float, what: str) -> Any: ...
 
         def _track(self, w: int, ref: Any) -> None: ...
+
+        def _expect(self, version: int, value: Any, key: str | None = None) -> None: ...
+
+        def _check_servers(self) -> None: ...
 
     # -- weight-sync strategies beyond broadcast / object_store -------------------------------------------
     def _enable_double_buffer(self, actors: list[Any]) -> None:
@@ -66,6 +71,7 @@ class WeightSyncMixin(RayExecutionState):
         done = self._drain_staging()
         refs = [self.learner.broadcast_weights.remote(version)] + [
             a.stage_weights.options(concurrency_group="weights").remote(version) for a in self.env_group.actors]
+        self._expect(version, refs[0], "fingerprint")  # the learner's result holds it
         if blocking:
             info = self._get(refs, self.config.cluster.call_timeout_s, "broadcast weights")
             self._get([a.apply_staged.remote() for a in self.env_group.actors], self.config.cluster.call_timeout_s,
@@ -114,6 +120,7 @@ class WeightSyncMixin(RayExecutionState):
         if self._shm_leaders:
             ref = self.learner.get_weights.remote()
             writes += [leader.shm_write_from.remote(ref, version) for leader in self._shm_leaders]
+        self._expect(version, self.learner.weight_fingerprint.remote())
         self._get(writes, timeout, "write the node-shared weights")
         t1 = time.perf_counter()
         pauses = self._get([a.shm_read.remote(version) for a in self.rollout_actors], timeout,
@@ -134,6 +141,7 @@ class WeightSyncMixin(RayExecutionState):
         results = self._get([m.broadcast_weights.remote(version) for m in members],
                             self.config.cluster.call_timeout_s, "broadcast weights")
         self._sync_info = results[0]
+        self._expect(version, results[0].get("fingerprint"))
         return results[0]
 
     def _queue_sync(self) -> bool:
@@ -166,22 +174,28 @@ class WeightSyncMixin(RayExecutionState):
         line_learned, self._line_learned = getattr(self, "_line_learned", False), False
         queued = self._queue_sync()
         fresh, self._fresh_weights = self._fresh_weights, None
+        fresh_fp, self._fresh_fp = getattr(self, "_fresh_fp", None), None  # their fingerprint, from the learner
         presync, self._presync = getattr(self, "_presync", None), None
         if queued and line_learned:  # the learner actor sends its weights with its next line call
-            self._line_ride = self.version
+            self._line_ride = self.version  # (and their fingerprint in its reply)
             metrics = {"sync/bytes": self._sync_info.get("bytes", 0.0)}
         elif queued and presync is not None and presync[0] == self.version:  # already on their way (collect)
             self._sync_refs += presync[1]
+            self._expect(self.version, fresh_fp)
             metrics = {"sync/bytes": self._sync_info.get("bytes", 0.0)}
         elif queued and fresh is not None and self.in_process:
             # the learner is in this process: the weights (numpy values) go with each runner's next collect call
             self._weights_with_collect = (pack_weights(fresh), self.version)
+            self._expect(self.version, fresh_fp)
             metrics = {"sync/bytes": self._sync_info.get("bytes", 0.0)}
         elif queued and fresh is not None:  # the weights came with the learn reply (_reply_sync)
             self._sync_refs += [a.set_weights.remote(fresh, self.version) for a in self.rollout_actors]
+            self._expect(self.version, fresh_fp)
             metrics = {"sync/bytes": self._sync_info.get("bytes", 0.0)}
         elif self.strategy == "broadcast" and queued:
-            self._sync_refs += [m.broadcast_weights.remote(self.version) for m in [self.learner, *self.rollout_actors]]
+            refs = [m.broadcast_weights.remote(self.version) for m in [self.learner, *self.rollout_actors]]
+            self._sync_refs += refs
+            self._expect(self.version, refs[0], "fingerprint")
             info = self._sync_info  # the layout does not change between syncs
             metrics = {"sync/bytes": info.get("bytes", 0.0), "sync/buckets": info.get("buckets", 0.0)}
         elif self.strategy == "broadcast":
@@ -193,7 +207,12 @@ class WeightSyncMixin(RayExecutionState):
             metrics = self._shared_sync(self.version)
         else:  # the first sync may send a helper's initial weights (cluster.early_rollout)
             initial, self._initial_weights = getattr(self, "_initial_weights", None), None
-            ref = initial if initial is not None else self.learner.get_weights.remote()
+            if initial is not None:
+                ref = initial
+                self._expect(self.version, self._initial_fp)
+            else:
+                ref, fp_ref = self.learner.weights_and_fingerprint.options(num_returns=2).remote()
+                self._expect(self.version, fp_ref)
             refs = [a.set_weights.remote(ref, self.version) for a in self.rollout_actors]
             if queued:
                 self._sync_refs += refs
@@ -207,6 +226,8 @@ class WeightSyncMixin(RayExecutionState):
         if self.config.cluster.offload:  # the learners are idle until the next learn: free their GPU memory
             for ln in self.learners:
                 ln.offload_idle.remote()
+        if self.inference_server:  # its syncs are blocking: every rollout actor holds this version now
+            self._check_servers()
         metrics["sync/seconds"] = time.perf_counter() - t0
         metrics["sync/version"] = float(self.version)
         metrics["fault/worker_restarts"] = float(getattr(self, "restarts", 0))
