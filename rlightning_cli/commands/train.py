@@ -21,52 +21,15 @@ def setup_logging(level: str) -> None:
 
 
 def describe_plan(config: Any, config_file: str, run_dir: str | None) -> list[str]:
-    """Human-readable plan: every component with its provider, workers, resources, schedule."""
-    from rlightning_core.config import component_slots
-    from rlightning_core.plugins import get_plugins
+    """The plan ``--dry-run`` prints: :func:`rlightning_core.plan.describe_plan`, the one the run logs at start.
 
-    registry = get_plugins().registry
-    lines = [f"Plan for {config_file} (mode: {config.cluster.mode}, seed {config.seed})"]
-    for path, kind, comp in component_slots(config):
-        spec = registry.resolve(kind, comp.type)
-        lines.append(f"  {path}: {kind} {spec.name!r} from {spec.distribution} {spec.version}")
-    total_envs = 0
-    for i, env in enumerate(config.env):
-        total_envs += env.num_workers * env.num_envs
-        lines.append(f"  workers env[{i}] {env.label}: {env.num_workers} worker(s) x {env.num_envs} env(s)"
-                     + (f", {env.num_cpus} CPU each" if config.cluster.mode == "ray" else ""))
-    p = config.policy
-    where = (f"{config.cluster.train_workers} x {p.type}" if config.cluster.train_workers or
-             config.cluster.mode != "ray" else f"{p.type} in the driver process (cluster.train_workers: 0)")
-    lines.append(f"  learner: {where} on {p.device}; rollout copies on {p.rollout_device}; "
-                 f"{p.num_threads} torch thread(s)")
-    steps = getattr(config.engine.params, "rollout_steps", None)
-    if steps:
-        per_it = steps * total_envs
-        its = -(-config.engine.total_steps // per_it)
-        lines.append(f"  schedule: {steps} steps x {total_envs} envs = {per_it} transitions per iteration, "
-                     f"~{its} iterations for {config.engine.total_steps} env steps")
-    e = config.engine
-    ev = f"every {e.eval_every} iterations" if e.eval_every else "at the end"
-    lines.append(f"  evaluation: {e.eval_episodes} deterministic episodes {ev}"
-                 + (f", stop at return >= {e.target_eval_return}" if e.target_eval_return is not None else ""))
-    c = config.checkpoint
-    lines.append(f"  checkpoints: every {c.every or 'end'} iteration(s), keep last {c.keep_last}"
-                 + (" + best" if c.keep_best else ""))
-    loggers = ", ".join(["metrics.jsonl", *(lg.type for lg in config.logging.loggers)])
-    lines.append(f"  loggers: {loggers}")
-    if config.cluster.mode == "ray":
-        from rlightning_core.distributed.placement import PlacementPlan
+    The weight sync is decided as the run will (measuring the policy's weights where ``weight_sync: auto``
+    depends on their size).
+    """
+    from rlightning_core.plan import describe_plan as plan_lines
+    from rlightning_core.plan import dry_run_sync
 
-        labels = [e.label for e in config.env for _ in range(e.num_workers)]
-        lines.extend(f"  {x}" for x in PlacementPlan.for_run(config).describe(labels))
-        from rlightning_core.distributed.plan import describe_ray_plan
-
-        lines.extend(f"  {x}" for x in describe_ray_plan(config, labels))
-        where = config.cluster.address or "a local cluster started for the run"
-        lines.append(f"  cluster: {where}")
-    lines.append(f"  run dir: {run_dir or config.run_dir or 'runs/<name>-<timestamp> (created at start)'}")
-    return lines
+    return plan_lines(config, source=config_file, run_dir=run_dir, sync=dry_run_sync(config))
 
 
 @click.command("train")

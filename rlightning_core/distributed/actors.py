@@ -19,6 +19,7 @@ from rlightning_core.distributed.collective_member import load_plugins as _load_
 from rlightning_core.distributed.learner_line import LineHost
 from rlightning_core.env.faults import CONFIG_SHAPED
 from rlightning_core.errors import UserError
+from rlightning_core.weights.fingerprint import fingerprint
 
 __all__ = ["CollectiveMember", "EnvRunnerActor", "LearnerActor"]
 
@@ -206,8 +207,12 @@ class EnvRunnerActor(CollectiveMember):
     def _rollout_policy(self) -> Any:
         return self.runner.policy if self.runner is not None and self.runner.policy.modules() else None
 
+    def _weights_holder(self) -> Any:
+        return self.runner.policy
+
     def _after_weights(self, version: int) -> None:
         self.runner.policy.weight_version = version
+        self._note_loaded(version)
 
     def enable_double_buffer(self, bucket_bytes: int) -> None:
         """Stage weights while acting; every ``act`` (one per env step) first swaps in a completed set."""
@@ -239,6 +244,7 @@ class EnvRunnerActor(CollectiveMember):
             self.set_weights(unpack_weights(weights), int(version if version is not None else 0))
         self._ensure_on_device()
         chunk, stats = self.runner.collect(num_steps)
+        stats.weight_fingerprint = self._report_for(stats.weight_version)  # the first chunk after a sync tells
         stats.preprocessor_states = [p.state_dict() for p in self.runner.preprocessors] or None
         if getattr(self, "sharded", False):
             chunk = self._keep_in_shard(chunk)
@@ -335,6 +341,7 @@ class EnvRunnerActor(CollectiveMember):
         """Object-store strategy: copy numpy weights in."""
         self._ensure_on_device()
         self.runner.policy.set_weights(weights, version)
+        self._note_loaded(version)
 
     def get_weights(self) -> dict[str, np.ndarray]:
         """The rollout copy's weights (tests compare them with the learner's)."""
@@ -475,6 +482,9 @@ class LearnerActor(LineHost, CollectiveMember):
     def _sync_modules(self) -> dict[str, Any]:
         return self.policy.modules()
 
+    def _weights_holder(self) -> Any:
+        return self.policy
+
     # -- data parallelism ----------------------------------------------------------------------------------
     def init_data_parallel(self, addr: str, port: int, backend: str, bucket_bytes: int,
                            timeout_s: float = 120.0) -> float:
@@ -580,8 +590,9 @@ class LearnerActor(LineHost, CollectiveMember):
     def learn(self, progress: float, *chunks: Any, with_weights: bool = False) -> Any:
         """Store the chunks (Ray resolved the refs; a data-parallel rank its slice), learn, reset on-policy data.
 
-        Returns the metrics, or ``(metrics, weights)`` with ``with_weights``: a small policy's new weights ride
-        the reply, so the driver can send them on without another transfer.
+        Returns the metrics, or ``(metrics, weights, fingerprint)`` with ``with_weights``: a small policy's new
+        weights ride the reply, so the driver can send them on without another transfer (and check the copies
+        against the fingerprint).
         """
         self._before_learn()
         for chunk in self._incoming(chunks):
@@ -589,7 +600,10 @@ class LearnerActor(LineHost, CollectiveMember):
         metrics = self.policy.learn(self.buffer, progress=progress)
         if hasattr(self.buffer, "reset"):
             self.buffer.reset()
-        return (metrics, self.policy.get_weights()) if with_weights else metrics
+        if not with_weights:
+            return metrics
+        weights = self.policy.get_weights()
+        return metrics, weights, fingerprint(weights)
 
     def learn_chunks(self, progress: float, version: int, max_staleness: int | None, *chunks: Any) -> dict[str, Any]:
         """Store the chunks whose policy lag (``version`` minus the chunk's) is within ``max_staleness``, learn.
@@ -680,6 +694,11 @@ class LearnerActor(LineHost, CollectiveMember):
     def get_weights(self) -> dict[str, np.ndarray]:
         """Numpy copies of the weights (object-store strategy, evaluation, tests)."""
         return self.policy.get_weights()
+
+    def weights_and_fingerprint(self) -> tuple[dict[str, np.ndarray], Any]:
+        """:meth:`get_weights` and their fingerprint (two returns: the weights go on by reference)."""
+        weights = self.policy.get_weights()
+        return weights, fingerprint(weights)
 
     def adopt_initial_weights(self, weights: dict[str, np.ndarray]) -> bool:
         """Take the initial weights the env runners act with (``cluster.early_rollout``).

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
+import tempfile
 import time
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
+
+import attrs
 
 from rlightning_core.config.schema import ClusterConfig, MainConfig
 
-__all__ = ["RayCluster", "import_ray", "required_cpus"]
+__all__ = ["ClusterTarget", "RayCluster", "cluster_target", "import_ray", "recorded_cluster_address", "required_cpus"]
 
 log = logging.getLogger("rlightning")
 
@@ -49,12 +55,66 @@ def required_cpus(config: MainConfig) -> float:
     return envs + c.train_workers * c.learner_num_cpus + c.eval_workers * c.rollout_num_cpus
 
 
+@attrs.define(frozen=True)
+class ClusterTarget:
+    """Which Ray cluster a run uses: the ``address`` given to ``ray.init`` and whether that joins one."""
+
+    address: str
+    """``local`` (start a private cluster), or the address of the cluster to join."""
+    join: bool
+    description: str
+    """One line for the plan (``train --dry-run`` and the run's start-up log)."""
+
+
+def cluster_target(cluster: ClusterConfig, environ: Mapping[str, str] = os.environ) -> ClusterTarget:
+    """Where a run's Ray cluster comes from (pure: the config and the environment).
+
+    ``cluster.address`` joins that cluster (``auto``: the one ``ray start`` started on this machine). Unset, the
+    run starts a private local cluster sized for its actors (``ray.init(address="local")``), even when another
+    one is running here: ``ray.init()`` would join that one, where ``cluster.num_cpus`` / ``num_gpus`` cannot
+    apply. The exception is ``RAY_ADDRESS`` in the environment, which ``ray job submit`` sets for a job's driver:
+    the run joins that cluster, as Ray documents.
+    """
+    if cluster.address == "auto":
+        return ClusterTarget(address="auto", join=True, description="joins the Ray cluster running on this machine "
+                                                                    "(cluster.address: auto)")
+    if cluster.address is not None:
+        return ClusterTarget(address=cluster.address, join=True,
+                             description=f"joins the Ray cluster at {cluster.address} (cluster.address)")
+    env = environ.get("RAY_ADDRESS", "")
+    if env:
+        return ClusterTarget(address=env, join=True,
+                             description=f"joins the Ray cluster at {env} (the RAY_ADDRESS environment variable; "
+                                         "cluster.address is unset)")
+    return ClusterTarget(address="local", join=False,
+                         description="a private local cluster started for the run (cluster.address unset; "
+                                     "cluster.address: auto joins a running one)")
+
+
+def recorded_cluster_address(environ: Mapping[str, str] = os.environ) -> str | None:
+    """The address of the cluster ``ray start`` last started on this machine, if it recorded one.
+
+    ``ray start`` writes it to ``ray_current_cluster`` in Ray's temp directory (``$RAY_TMPDIR/ray``, else
+    ``$TMPDIR/ray`` on Linux, else ``/tmp/ray``), which is where ``ray.init()`` without an address looks. Only
+    read to say that the run did not join it; a stale file (a cluster that has since died) reads the same.
+    """
+    root = environ.get("RAY_TMPDIR") or (environ.get("TMPDIR") if sys.platform.startswith("linux") else None)
+    if not root:
+        root = "/tmp" if sys.platform.startswith(("linux", "darwin")) else tempfile.gettempdir()
+    try:
+        address = (Path(root) / "ray" / "ray_current_cluster").read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return address or None
+
+
 class RayCluster:
-    """Joins ``cluster.address`` or starts a local cluster (loopback, dashboard off unless asked).
+    """Joins ``cluster.address`` or starts a private local cluster (loopback, dashboard off unless asked).
 
     A locally started cluster gets ``cluster.num_cpus`` CPUs, or as many as the run's actors reserve when that
     is more than this machine has (logical CPUs; the OS shares the cores), so a laptop can run the same config
-    as a cluster. Only a cluster this object started is shut down by :meth:`shutdown`.
+    as a cluster. Only a cluster this object started is shut down by :meth:`shutdown`. Which cluster:
+    :func:`cluster_target`.
     """
 
     @classmethod
@@ -88,12 +148,19 @@ class RayCluster:
             from rlightning_core.distributed.early_start import start_helper
 
             self.helper = start_helper(c)
+        target = cluster_target(c)
         try:
-            if c.address is not None:
-                ray.init(address=c.address, logging_level=logging.WARNING, log_to_driver=True)
+            if target.join:
+                log.info("ray: %s", target.description)
+                ray.init(address=target.address, logging_level=logging.WARNING, log_to_driver=True)
             else:
+                running = recorded_cluster_address()
+                if running is not None:
+                    log.info("ray: a cluster started with `ray start` is recorded on this machine (%s); this run "
+                             "starts a private one, as cluster.address is unset (cluster.address: auto joins that "
+                             "one)", running)
                 cpus = c.num_cpus or max(os.cpu_count() or 1, int(self.required_cpus + 0.999))
-                ray.init(num_cpus=cpus, num_gpus=c.num_gpus, include_dashboard=c.dashboard,
+                ray.init(address="local", num_cpus=cpus, num_gpus=c.num_gpus, include_dashboard=c.dashboard,
                          _node_ip_address="127.0.0.1", logging_level=logging.WARNING, log_to_driver=True)
                 self.started = True
         except BaseException:

@@ -31,9 +31,42 @@ class CollectiveMember:
     _layout: Any = None
     _tensors: Any = None
     _shm: Any = None
+    _loaded: tuple[int, Any] | None = None
+    """``(version, fingerprint)`` of the weights a rollout copy last loaded."""
+    _loaded_told = True
 
     def _sync_modules(self) -> dict[str, Any]:
         raise NotImplementedError
+
+    def _weights_holder(self) -> Any:
+        """The policy whose weights a sync replaces here (``None``: none)."""
+        return None
+
+    # -- the check after a sync: the loaded weights' fingerprint, reported with their version -----------------
+    def _note_loaded(self, version: int) -> None:
+        """A rollout copy loaded the weights of ``version``: keep their fingerprint to report it."""
+        from rlightning_core.weights.fingerprint import policy_fingerprint
+
+        self._loaded = (int(version), policy_fingerprint(self._weights_holder()))
+        self._loaded_told = False
+
+    def _report_for(self, version: int) -> Any:
+        """The loaded weights' fingerprint if they are ``version``'s and not reported yet (then it is reported)."""
+        loaded = self._loaded
+        if loaded is None or self._loaded_told or loaded[0] != int(version):
+            return None
+        self._loaded_told = True
+        return loaded[1]
+
+    def weight_report(self) -> tuple[int, Any] | None:
+        """``(version, fingerprint)`` of the weights this rollout copy last loaded (``None``: none yet)."""
+        return self._loaded
+
+    def weight_fingerprint(self) -> Any:
+        """The fingerprint of this member's current weights (the learner's, once per sync)."""
+        from rlightning_core.weights.fingerprint import policy_fingerprint
+
+        return policy_fingerprint(self._weights_holder())
 
     def placement_group_id(self) -> str | None:
         """Hex id of the placement group this actor was scheduled into (``None``: none)."""
@@ -82,8 +115,8 @@ class CollectiveMember:
         self._group_ready = True
         return str(self._layout.signature)
 
-    def broadcast_weights(self, version: int) -> dict[str, float]:
-        """Rank 0 sends / others receive every bucket; returns timing and byte counts."""
+    def broadcast_weights(self, version: int) -> dict[str, Any]:
+        """Rank 0 sends / others receive every bucket; returns timing and byte counts (rank 0: the fingerprint)."""
         import torch.distributed as dist
 
         if not self._group_ready:
@@ -92,10 +125,13 @@ class CollectiveMember:
         t0 = time.perf_counter()
         for flat in self._flat:  # the modules' tensors are views of these buckets
             dist.broadcast(flat, src=0)
+        info: dict[str, Any] = {"seconds": time.perf_counter() - t0, "bytes": float(self._layout.nbytes),
+                                "buckets": float(len(self._layout.buckets))}
         if dist.get_rank() != 0:
             self._after_weights(version)
-        return {"seconds": time.perf_counter() - t0, "bytes": float(self._layout.nbytes),
-                "buckets": float(len(self._layout.buckets))}
+        else:  # the sender: the fingerprint every receiver's must equal
+            info["fingerprint"] = self.weight_fingerprint()
+        return info
 
     def _after_weights(self, version: int) -> None:
         """Hook for receivers (record the version)."""

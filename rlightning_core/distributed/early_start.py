@@ -279,6 +279,9 @@ class EarlyRolloutMixin(RayExecutionState):
         self.needs_next_obs = needs
         self._sync_info = {"bytes": float(nbytes)}
         self._initial_weights = self.ray.put(weights)  # the first sync sends these (WeightSyncMixin.sync)
+        from rlightning_core.weights.fingerprint import fingerprint
+
+        self._initial_fp = fingerprint(weights)  # what the runners must hold after it
         self._early_since = time.perf_counter()
         ln = self.learner  # its calls run in this order, after its start-up, before anything sent later
         self._learner_starting = [ln.build.remote(obs_space, act_space),

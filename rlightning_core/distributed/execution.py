@@ -22,6 +22,7 @@ from rlightning_core.distributed.env_group import RemoteEnvGroup, remote_class
 from rlightning_core.distributed.inference_servers import InferenceServersMixin
 from rlightning_core.distributed.learner_line import LearnerLineMixin
 from rlightning_core.distributed.placement import PlacementPlan
+from rlightning_core.distributed.plan import SyncPlan, needs_weights_size, weight_sync_plan
 from rlightning_core.distributed.ray_common import (
     REPLY_SYNC_MAX_BYTES,
     SYNC_ENGINES,
@@ -34,12 +35,14 @@ from rlightning_core.distributed.ray_common import strip_private as _strip_priva
 from rlightning_core.distributed.seed_ledger import SeedLedger
 from rlightning_core.distributed.streaming import StreamingMixin
 from rlightning_core.distributed.sync_strategies import WeightSyncMixin
+from rlightning_core.distributed.weight_check import WeightCheckMixin, WeightSyncMismatch
 from rlightning_core.engine.execution import build_preprocessors, column_labels
 from rlightning_core.env.runner import EnvStepError, RolloutStats
 from rlightning_core.env.seeding import derive_seed
 from rlightning_core.errors import ConfigError
 
-__all__ = ["REPLY_SYNC_MAX_BYTES", "RayExecution", "WorkerFailure", "check_resources", "mean_metrics"]
+__all__ = ["REPLY_SYNC_MAX_BYTES", "RayExecution", "WeightSyncMismatch", "WorkerFailure", "check_resources",
+           "mean_metrics"]
 
 log = logging.getLogger("rlightning")
 
@@ -65,7 +68,8 @@ def check_resources(config: MainConfig, available: dict[str, float]) -> None:
         raise ConfigError(problems)
 
 
-class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, WeightSyncMixin, StreamingMixin):
+class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, WeightSyncMixin, WeightCheckMixin,
+                   StreamingMixin):
     """Same interface as :class:`~rlightning_core.engine.execution.LocalExecution`, on a Ray cluster."""
 
     mode = "ray"
@@ -80,10 +84,14 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
         self._preprocessor_sources: list[Any] = ([(type(p), p.params) for p in given] if given
                                                  else list(config.preprocessors))
         self.policy_cfg = policy_group.policy_cfg
+        self._expected: dict[int, tuple[Any, str | None]] = {}  # the learner's fingerprint of each version
+        self.verified_copies = 0  # rollout copies found equal to the learner after a sync (WeightCheckMixin)
+        self._exempt: dict[int, int] = {}  # runner -> the version a restart re-sent it (the learner's weights then)
         self.backend_override = getattr(policy_group, "backend", "auto")  # build_policy_group(backend=...)
         cc = config.cluster  # combinations no run can start with were refused when the config was built
         self.inference_server = cc.topology == "inference_server"
-        self.strategy = "broadcast" if cc.weight_sync == "auto" else cc.weight_sync
+        # how weights travel; final once the weights' size is known
+        self.sync_plan: SyncPlan = weight_sync_plan(config)
         self.startup: dict[str, float] = {}
         clock = time.perf_counter
         t0 = clock()
@@ -164,12 +172,17 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
             t_dp = clock()
             self._form_data_parallel()
             self.startup["data_parallel_s"] = clock() - t_dp
-        # how weights travel decides the rollout copies: numpy ones need no torch in the runner
+        # how weights travel (weight_sync_plan, the function --dry-run prints) decides the rollout copies: numpy
+        # ones need no torch in the runner
         self.version = 0
-        self._sync_info: dict[str, float] = {}
-        self._reply_weights = early or self._small_cpu_policy()
-        if self._reply_weights or self.in_process:  # weights ride the learn reply (and first sync, re-syncs,
-            self.strategy = "object_store"          # an in-driver learner's big weights: the object store)
+        measured = getattr(self, "_sync_info", {}).get("bytes") if early else None  # the helper's learner said
+        if measured is None and needs_weights_size(config):
+            measured = float(self._get(self.learner.weights_nbytes.remote(), cc.call_timeout_s, "size the weights"))
+        self._sync_info: dict[str, float] = {} if measured is None else {"bytes": measured}
+        self.sync_plan = weight_sync_plan(config, weights_nbytes=None if measured is None else int(measured))
+        self.strategy = self.sync_plan.strategy
+        # inline: the weights ride the learn reply (the first sync and re-syncs go through the object store)
+        self._reply_weights = self.sync_plan.transport == "inline"
         self._light = self._light and self.strategy == "object_store"
         # rollout copies inside the env actors, or inference servers the env actors ask every step
         t3 = clock()
@@ -451,12 +464,13 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
                 or self.in_process):  # an in-process learner would wait for the chunks right here
             self._chain_progress: float | None = progress
 
-    def _submit_learn(self, progress: float, chunks: list[Any]) -> tuple[list[Any], Any]:
+    def _submit_learn(self, progress: float, chunks: list[Any]) -> tuple[list[Any], Any, Any]:
         """Every rank gets every chunk ref and stores its own slice of the env columns.
 
-        Returns the metrics refs and, when the weights ride the learn reply (:meth:`_reply_sync`), the ref of
-        rank 0's new weights (a separate return value: the driver passes it on without fetching it). An
-        in-process learner (``cluster.train_workers: 0``) learns right here and returns values instead.
+        Returns the metrics refs and, when the weights ride the learn reply (:meth:`_reply_sync`), the refs of
+        rank 0's new weights (a separate return value: the driver passes it on without fetching it) and of their
+        fingerprint (else ``None``, ``None``). An in-process learner (``cluster.train_workers: 0``) learns right
+        here and returns values instead.
         """
         reply = self._reply_sync()
         if self.in_process:  # values, not references: the metrics stay here, the weights go inline to the runners
@@ -464,17 +478,18 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
             got = iter(self.ray.get(pending)) if pending else iter(())
             values = [next(got) if isinstance(c, self.ray.ObjectRef) else c for c in chunks]
             out = self.learner.target.learn(progress, *values, with_weights=reply)
-            metrics, weights = out if reply else (out, None)
-            return [metrics], weights
+            metrics, weights, fp = out if reply else (out, None, None)
+            return [metrics], weights, fp
         refs: list[Any] = []
-        weights_ref = None
+        weights_ref = fp_ref = None
         for r, ln in enumerate(self.learners):
             if reply and r == 0:
-                metrics_ref, weights_ref = ln.learn.options(num_returns=2).remote(progress, *chunks, with_weights=True)
+                metrics_ref, weights_ref, fp_ref = ln.learn.options(num_returns=3).remote(progress, *chunks,
+                                                                                          with_weights=True)
                 refs.append(metrics_ref)
             else:
                 refs.append(ln.learn.remote(progress, *chunks))
-        return refs, weights_ref
+        return refs, weights_ref, fp_ref
 
     def collect(self, num_steps: int) -> list[RolloutStats]:
         """Every env runner collects a chunk in parallel; chunks stay in the object store for the learner."""
@@ -550,6 +565,7 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
                 stats[i].restarts += n
                 stats[i].dropped_episodes += n * self.env_group.slots[i].cfg.num_envs
         self._finish_sync()  # ran before the chunks on every runner; a restart above already re-synced
+        self._check_reports(stats)  # the runners' fingerprints of the weights they collected with
         self._pending_chunks = chunks
         self._chained = chained
         self._presync = (self.version + 1, presync) if presync else None
@@ -620,7 +636,8 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
         elif self.strategy == "node_shared":
             self._setup_shared()
             self._shared_sync(self.version)
-        else:
+        else:  # the learner's weights now, which an async learner may have moved past this version's
+            self._exempt[index] = self.version
             self._track(index, actor.set_weights.remote(self.learner.get_weights.remote(), self.version))
         return actor
 
@@ -651,7 +668,7 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
             except self.ray.exceptions.RayActorError as exc:
                 raise self._learner_failed(exc) from exc
         if chained is not None and chained[0] == progress:
-            refs, weights_ref = chained[1], chained[2]  # submitted with the collect (chain_learn)
+            refs, weights_ref, fp = chained[1], chained[2], chained[3]  # submitted with the collect (chain_learn)
         else:
             if chained is not None:  # the learner runs the chained learn anyway: learning twice would be wrong
                 raise RuntimeError(f"learn(progress={progress}) after chain_learn({chained[0]}): the engine must "
@@ -659,12 +676,17 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
             if self.config.cluster.offload:  # the rollout copies idle while the learner learns
                 for a in self.rollout_actors:
                     a.offload_idle.remote()
-            refs, weights_ref = self._submit_learn(progress, chunks)
+            refs, weights_ref, fp = self._submit_learn(progress, chunks)
         try:
-            results = refs if self.in_process else self.ray.get(refs, timeout=self.config.cluster.call_timeout_s)
+            if self.in_process:
+                results = refs
+            elif fp is not None:  # the weights' fingerprint (a few bytes) comes with the metrics
+                *results, fp = self.ray.get([*refs, fp], timeout=self.config.cluster.call_timeout_s)
+            else:
+                results = self.ray.get(refs, timeout=self.config.cluster.call_timeout_s)
         except self.ray.exceptions.RayActorError as exc:
             raise self._learner_failed(exc) from exc
-        self._fresh_weights = weights_ref
+        self._fresh_weights, self._fresh_fp = weights_ref, fp
         return mean_metrics(results)
 
     def eval_policy(self) -> Any:

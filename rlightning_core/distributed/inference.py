@@ -91,13 +91,18 @@ class InferenceServerActor(CollectiveMember):
     def _rollout_policy(self) -> Any:
         return self.policy
 
+    def _weights_holder(self) -> Any:
+        return self.policy
+
     def _after_weights(self, version: int) -> None:
         self.policy.weight_version = version
+        self._note_loaded(version)
 
     def set_weights(self, weights: dict[str, np.ndarray], version: int) -> None:
         """Object-store strategy: copy numpy weights in."""
         self._ensure_on_device()
         self.policy.set_weights(weights, version)
+        self._note_loaded(version)
 
     def get_weights(self) -> dict[str, np.ndarray]:
         """The rollout copy's weights (tests compare them with the learner's)."""

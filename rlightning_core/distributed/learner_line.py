@@ -86,20 +86,25 @@ class LineHost:
         """
         from rlightning_core.distributed.channel import fault_info, gather
         from rlightning_core.distributed.ray_common import pack_weights
+        from rlightning_core.weights.fingerprint import fingerprint
 
-        ride = () if version is None else (pack_weights(self.policy.get_weights()), version)
+        ride: tuple[Any, ...] = ()
+        sent = None  # the fingerprint of the weights the requests carry (the runners' must equal it)
+        if version is not None:
+            weights = self.policy.get_weights()
+            ride, sent = (pack_weights(weights), version), fingerprint(weights)
         answers, failed = gather(self._hub, (num_steps, *ride), timeouts)
         stats = {i: s for i, (_, s) in answers.items()}
         if failed:
             self._held = {i: chunk for i, (chunk, _) in answers.items()}
-            return {"stats": stats, "failed": {i: fault_info(e) for i, e in failed.items()}}
+            return {"stats": stats, "failed": {i: fault_info(e) for i, e in failed.items()}, "fingerprint": sent}
         try:
             metrics = self._timed_learn(progress, [answers[i][0] for i in sorted(answers)])
         except Exception as exc:  # raised by the driver's learn(), after it recorded this rollout (as over Ray)
             from rlightning_core.distributed.channel import error_info
 
-            return {"stats": stats, "failed": {}, "error": error_info(exc)}
-        return {"stats": stats, "failed": {}, "metrics": metrics}
+            return {"stats": stats, "failed": {}, "error": error_info(exc), "fingerprint": sent}
+        return {"stats": stats, "failed": {}, "metrics": metrics, "fingerprint": sent}
 
     def serve_channel(self, path: str, token: bytes, index: int) -> None:
         """Take :meth:`collect_and_learn` calls over the driver's Unix socket until it closes it.
@@ -153,6 +158,8 @@ class LearnerLineMixin(RayExecutionState):
         def _settle_runner_calls(self, indices: Any) -> None: ...
 
         def _call_timeout(self, index: int, steps: int) -> float: ...
+
+        def _expect(self, version: int, value: Any, key: str | None = None) -> None: ...
 
     def _line_covers_all(self) -> bool:
         """Whether the learner actor can drive this iteration: every env runner is on its line."""
@@ -223,6 +230,8 @@ class LearnerLineMixin(RayExecutionState):
         timeouts = {i: self._call_timeout(i, num_steps) for i in range(n)}
         out = self._ask_learner((num_steps, progress, ride, timeouts),
                                 sum(timeouts.values()) + self.config.cluster.call_timeout_s)
+        if ride is not None:
+            self._expect(ride, out.get("fingerprint"))
         stats: list[Any] = [out["stats"].get(i) for i in range(n)]
         failed = [(i, fault_from_info(info)) for i, info in sorted(out["failed"].items())]
         self._line_members.difference_update(i for i, _ in failed)  # the learner dropped their connections
@@ -233,5 +242,6 @@ class LearnerLineMixin(RayExecutionState):
         """Weights the learner's line would have carried go over Ray calls (a runner left the line)."""
         version, self._line_ride = self._line_ride, None
         if version is not None:
-            ref = self.learner.get_weights.remote()
+            ref, fp_ref = self.learner.weights_and_fingerprint.options(num_returns=2).remote()
+            self._expect(version, fp_ref)
             self._sync_refs += [a.set_weights.remote(ref, version) for a in self.rollout_actors]

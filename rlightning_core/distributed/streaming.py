@@ -26,6 +26,10 @@ class StreamingMixin(RayExecutionState):
 
         def _learner_failed(self, exc: BaseException) -> WorkerFailure: ...
 
+        def _expect(self, version: int, value: Any, key: str | None = None) -> None: ...
+
+        def _check_reports(self, stats: Any, indices: Any = None) -> None: ...
+
     # -- streaming (the async engine): launch without waiting, finish when ready ----------------------------
     def start_collect(self, index: int, num_steps: int) -> tuple[Any, Any]:
         """Launch one chunk on env runner ``index`` without waiting; returns ``(chunk_ref, stats_ref)``."""
@@ -43,6 +47,7 @@ class StreamingMixin(RayExecutionState):
             self._restart_runner(index, exc)
             return None
         self._merge_preprocessors([stats])
+        self._check_reports([stats], [index])
         return stats
 
     def start_learn(self, progress: float, chunks: list[Any], *, version: int, max_staleness: int | None) -> Any:
@@ -86,7 +91,8 @@ class StreamingMixin(RayExecutionState):
             done, pending = self.ray.wait(pending, num_returns=len(pending), timeout=0)
             self.ray.get(done)
         self.version += 1
-        ref = self.learner.get_weights.remote()
+        ref, fp_ref = self.learner.weights_and_fingerprint.options(num_returns=2).remote()
+        self._expect(self.version, fp_ref)  # each runner reports what it loaded with its next chunk
         pending += [a.set_weights.remote(ref, self.version) for a in self.rollout_actors]
         if self.preprocessors:
             states = [strip_private(p.state_dict()) for p in self.preprocessors]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from rlightning_core.distributed.ray_common import REPLY_SYNC_MAX_BYTES, RayExecutionState, pack_weights, strip_private
+from rlightning_core.distributed.ray_common import RayExecutionState, pack_weights, strip_private
 
 __all__ = ["WeightSyncMixin"]
 
@@ -18,7 +18,9 @@ class WeightSyncMixin(RayExecutionState):
     """Mixed into :class:`~rlightning_core.distributed.execution.RayExecution`, whose state it uses."""
 
     strategy: str
+    sync_plan: Any
     inference_server: bool
+    _initial_fp: Any
     _blocking_sync: bool
     _sync_refs: list[Any]
     _sync_info: dict[str, float]
@@ -37,6 +39,10 @@ class WeightSyncMixin(RayExecutionState):
         def _get(self, refs: Any, timeout: float, what: str) -> Any: ...
 
         def _track(self, w: int, ref: Any) -> None: ...
+
+        def _expect(self, version: int, value: Any, key: str | None = None) -> None: ...
+
+        def _check_servers(self) -> None: ...
 
     # -- weight-sync strategies beyond broadcast / object_store -------------------------------------------
     def _enable_double_buffer(self, actors: list[Any]) -> None:
@@ -65,6 +71,7 @@ class WeightSyncMixin(RayExecutionState):
         done = self._drain_staging()
         refs = [self.learner.broadcast_weights.remote(version)] + [
             a.stage_weights.options(concurrency_group="weights").remote(version) for a in self.env_group.actors]
+        self._expect(version, refs[0], "fingerprint")  # the learner's result holds it
         if blocking:
             info = self._get(refs, self.config.cluster.call_timeout_s, "broadcast weights")
             self._get([a.apply_staged.remote() for a in self.env_group.actors], self.config.cluster.call_timeout_s,
@@ -113,6 +120,7 @@ class WeightSyncMixin(RayExecutionState):
         if self._shm_leaders:
             ref = self.learner.get_weights.remote()
             writes += [leader.shm_write_from.remote(ref, version) for leader in self._shm_leaders]
+        self._expect(version, self.learner.weight_fingerprint.remote())
         self._get(writes, timeout, "write the node-shared weights")
         t1 = time.perf_counter()
         pauses = self._get([a.shm_read.remote(version) for a in self.rollout_actors], timeout,
@@ -120,22 +128,8 @@ class WeightSyncMixin(RayExecutionState):
         return {"sync/write_s": t1 - t0, "sync/rollout_pause_s": max(pauses, default=0.0),
                 "sync/node_copies": float(self._shm_nodes)}
 
-    def _small_cpu_policy(self) -> bool:
-        """Whether ``weight_sync: auto`` can do without a gloo group.
-
-        So it can with CPU learners, rollout copies in the env runners and weights of at most
-        :data:`REPLY_SYNC_MAX_BYTES`: :meth:`_reply_sync` sends them, and forming the group (a rendezvous that
-        took up to ~0.7 s of start-up on a loaded machine) is skipped.
-        """
-        cc = self.config.cluster
-        if cc.weight_sync != "auto" or self.strategy != "broadcast" or self.inference_server or cc.learner_num_gpus:
-            return False
-        nbytes = float(self._get(self.learner.weights_nbytes.remote(), cc.call_timeout_s, "size the weights"))
-        self._sync_info = {"bytes": nbytes}
-        return 0 < nbytes <= REPLY_SYNC_MAX_BYTES
-
     def _reply_sync(self) -> bool:
-        """``weight_sync: auto`` with a small policy on CPU learners: the weights come back with the learn reply.
+        """Inline weights (:class:`~rlightning_core.distributed.plan.SyncPlan`): they come back with the learn reply.
 
         :meth:`sync` then queues them (numpy, copied in bit for bit) ahead of each runner's next collect: no
         collective that needs the learner and every runner scheduled at once, no extra round trip.
@@ -147,6 +141,7 @@ class WeightSyncMixin(RayExecutionState):
         results = self._get([m.broadcast_weights.remote(version) for m in members],
                             self.config.cluster.call_timeout_s, "broadcast weights")
         self._sync_info = results[0]
+        self._expect(version, results[0].get("fingerprint"))
         return results[0]
 
     def _queue_sync(self) -> bool:
@@ -157,8 +152,7 @@ class WeightSyncMixin(RayExecutionState):
         saved; it checks the result together with the chunks). Not for the inference-server topology (its
         rollout actors are threaded) nor for the first sync, re-syncs after a restart or a resume.
         """
-        return (not self._blocking_sync and not self.inference_server
-                and self.strategy in ("broadcast", "object_store"))
+        return not self._blocking_sync and self.sync_plan.scheme == "queued"
 
     def _finish_sync(self, *, ignore_errors: bool = False) -> None:
         """Wait for a transfer :meth:`sync` queued (raising its error unless ``ignore_errors``)."""
@@ -180,22 +174,28 @@ class WeightSyncMixin(RayExecutionState):
         line_learned, self._line_learned = getattr(self, "_line_learned", False), False
         queued = self._queue_sync()
         fresh, self._fresh_weights = self._fresh_weights, None
+        fresh_fp, self._fresh_fp = getattr(self, "_fresh_fp", None), None  # their fingerprint, from the learner
         presync, self._presync = getattr(self, "_presync", None), None
         if queued and line_learned:  # the learner actor sends its weights with its next line call
-            self._line_ride = self.version
+            self._line_ride = self.version  # (and their fingerprint in its reply)
             metrics = {"sync/bytes": self._sync_info.get("bytes", 0.0)}
         elif queued and presync is not None and presync[0] == self.version:  # already on their way (collect)
             self._sync_refs += presync[1]
+            self._expect(self.version, fresh_fp)
             metrics = {"sync/bytes": self._sync_info.get("bytes", 0.0)}
         elif queued and fresh is not None and self.in_process:
             # the learner is in this process: the weights (numpy values) go with each runner's next collect call
             self._weights_with_collect = (pack_weights(fresh), self.version)
+            self._expect(self.version, fresh_fp)
             metrics = {"sync/bytes": self._sync_info.get("bytes", 0.0)}
         elif queued and fresh is not None:  # the weights came with the learn reply (_reply_sync)
             self._sync_refs += [a.set_weights.remote(fresh, self.version) for a in self.rollout_actors]
+            self._expect(self.version, fresh_fp)
             metrics = {"sync/bytes": self._sync_info.get("bytes", 0.0)}
         elif self.strategy == "broadcast" and queued:
-            self._sync_refs += [m.broadcast_weights.remote(self.version) for m in [self.learner, *self.rollout_actors]]
+            refs = [m.broadcast_weights.remote(self.version) for m in [self.learner, *self.rollout_actors]]
+            self._sync_refs += refs
+            self._expect(self.version, refs[0], "fingerprint")
             info = self._sync_info  # the layout does not change between syncs
             metrics = {"sync/bytes": info.get("bytes", 0.0), "sync/buckets": info.get("buckets", 0.0)}
         elif self.strategy == "broadcast":
@@ -207,7 +207,12 @@ class WeightSyncMixin(RayExecutionState):
             metrics = self._shared_sync(self.version)
         else:  # the first sync may send a helper's initial weights (cluster.early_rollout)
             initial, self._initial_weights = getattr(self, "_initial_weights", None), None
-            ref = initial if initial is not None else self.learner.get_weights.remote()
+            if initial is not None:
+                ref = initial
+                self._expect(self.version, self._initial_fp)
+            else:
+                ref, fp_ref = self.learner.weights_and_fingerprint.options(num_returns=2).remote()
+                self._expect(self.version, fp_ref)
             refs = [a.set_weights.remote(ref, self.version) for a in self.rollout_actors]
             if queued:
                 self._sync_refs += refs
@@ -221,6 +226,8 @@ class WeightSyncMixin(RayExecutionState):
         if self.config.cluster.offload:  # the learners are idle until the next learn: free their GPU memory
             for ln in self.learners:
                 ln.offload_idle.remote()
+        if self.inference_server:  # its syncs are blocking: every rollout actor holds this version now
+            self._check_servers()
         metrics["sync/seconds"] = time.perf_counter() - t0
         metrics["sync/version"] = float(self.version)
         metrics["fault/worker_restarts"] = float(getattr(self, "restarts", 0))

@@ -147,6 +147,7 @@ class BaseEngine(ABC):
         given = self.preprocessors if getattr(self.execution, "preprocessors_given", False) else None
         self.run_ctx = ctx = prepare_run(cfg, run_dir, plugins=self.plugins, resume=resume_from is not None,
                                          preprocessors=given, preprocess_fns=self.preprocess_fns())
+        self._log_plan(ctx.run_dir)
         if hasattr(self.execution, "attach_run_dir"):  # e.g. Ray mode's seed ledger (seeds.jsonl)
             self.execution.attach_run_dir(ctx.run_dir)
         self.checkpoints = CheckpointManager(ctx.run_dir / "checkpoints", keep_last=cfg.checkpoint.keep_last,
@@ -215,6 +216,14 @@ class BaseEngine(ABC):
                             train_s=self.train_s, stop_reason=reason, last_eval_return=self.last_eval,
                             best_eval_return=self.best_eval, profile=dict(self.profile),
                             stop_signal=self._stop.name or None)
+
+    def _log_plan(self, run_dir: Path) -> None:
+        """The plan ``train --dry-run`` prints, from the same function, with the choices this run made."""
+        from rlightning_core.plan import describe_plan
+
+        lines = describe_plan(self.config, run_dir=str(run_dir), sync=getattr(self.execution, "sync_plan", None),
+                              plugins=self.plugins)
+        log.info("%s", "\n".join(lines))
 
     def _budget_spent(self) -> str | None:
         """``total_steps`` or ``time_limit`` when that budget is used up, else ``None``."""

@@ -93,6 +93,9 @@ class RolloutStats:
     """Times the worker failed and was recreated while collecting this chunk."""
     dropped_episodes: int = 0
     """Episodes in flight on a failed worker, dropped with it."""
+    weight_fingerprint: dict[str, Any] | None = None
+    """Ray mode: the fingerprint of the weights of ``weight_version``, on the first chunk collected with them
+    (:mod:`rlightning_core.weights.fingerprint`; the driver checks it against the learner's)."""
 
 
 def _space_array(space: Any, lead: tuple[int, ...]) -> np.ndarray:

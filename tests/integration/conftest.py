@@ -104,11 +104,14 @@ def learner_params():
 
 @pytest.fixture(scope="session")
 def ray_cluster():
-    """One real local Ray cluster for the session: loopback, 4 logical CPUs, no dashboard; shut down after."""
+    """One real private local Ray cluster for the session: loopback, 4 logical CPUs, no dashboard; shut down after.
+
+    ``address="local"``: a cluster another process started with ``ray start`` on this machine is not joined.
+    """
     ray = pytest.importorskip("ray")
     if ray.is_initialized():
         ray.shutdown()
-    ray.init(num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1", logging_level="WARNING",
-             log_to_driver=False)
+    ray.init(address="local", num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1",
+             logging_level="WARNING", log_to_driver=False)
     yield ray
     ray.shutdown()

@@ -186,10 +186,20 @@ def test_in_process_actor_resolves_references_and_returns_references(ray_cluster
 
 
 def test_the_dry_run_plan_says_where_the_learner_is_and_how_weights_travel(cartpole_config):
-    from rlightning_core.distributed.plan import describe_ray_plan
+    from rlightning_core.distributed.plan import describe_ray_plan, weight_sync_plan
 
-    text = "\n".join(describe_ray_plan(_config(cartpole_config), ["CartPole-v1"] * 2))
-    assert "weight sync: object_store from the learner in the driver" in text
+    config = _config(cartpole_config)
+    text = "\n".join(describe_ray_plan(config, ["CartPole-v1"] * 2))  # before the weights' size is known
+    assert "weight sync: auto, decided at start-up from the size of the policy's weights: up to 1 MiB inline " \
+           "(numpy weights ride each env runner's next collect call), else one ray.put per sync" in text
+    small = weight_sync_plan(config, weights_nbytes=36 << 10)
+    assert (small.transport, small.scheme) == ("inline", "queued")
+    assert "weight sync: inline (36 KiB of weights, at most 1 MiB): the learner in the driver sends its numpy " \
+           "weights with each env runner's next collect call" in "\n".join(describe_ray_plan(config, ["x"] * 2, small))
+    big = weight_sync_plan(config, weights_nbytes=3 << 20)
+    assert big.transport == "object_store"
+    assert "weight sync: object_store from the learner in the driver (weight_sync: auto: 3 MiB of weights, over " \
+           "1 MiB): one ray.put per sync" in "\n".join(describe_ray_plan(config, ["x"] * 2, big))
     assert "collect calls: over a Unix socket to the env runners on the driver's node" in text
     assert "broadcast" not in text and "learners:" not in text
     text = "\n".join(describe_ray_plan(_config(cartpole_config, "cluster.local_channel=false"), ["CartPole-v1"] * 2))

@@ -1,6 +1,8 @@
 """The env server's network side: listening socket, handshakes, heartbeats, and the connected clients.
 
 Threads: one acceptor (handshakes each run in a short-lived thread, bounded in number) and one heartbeat thread.
+A connection that sends nothing cannot keep a real client out, and refusals are logged rate-limited
+(:mod:`rlightning_core.env.remote.admission`).
 Request/reply traffic of resets and steps runs on the caller's thread (the env worker's), holding the client's
 lock, so the hot path costs one ``sendall`` and one read per client and step. The heartbeat thread only pings a
 client whose lock it can take without waiting, so it never delays a step.
@@ -16,6 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from rlightning_core.env.remote.admission import MAX_PENDING_HANDSHAKES, PendingHandshakes, RefusalLog
 from rlightning_core.env.remote.protocol import (
     HANDSHAKE_MAX_BYTES,
     PROTOCOL_VERSION,
@@ -27,12 +30,9 @@ from rlightning_core.env.remote.protocol import (
     token_matches,
 )
 
-__all__ = ["ClientConn", "EnvServer"]
+__all__ = ["MAX_PENDING_HANDSHAKES", "ClientConn", "EnvServer"]
 
 log = logging.getLogger("rlightning.remote")
-
-MAX_PENDING_HANDSHAKES = 32
-"""Connections being handshaken at once; more are closed at once (a flood cannot spawn unbounded threads)."""
 
 
 class ClientConn:
@@ -114,11 +114,12 @@ class EnvServer:
         heartbeat_timeout_s: drop a client whose ping is not answered this long.
         max_frame_bytes: largest frame accepted after the handshake.
         label: name used in log lines.
+        clock: monotonic seconds for the refusal log's windows (a test passes its own).
     """
 
     def __init__(self, *, host: str, port: int, token: str, envs_per_client: int, capacity: int,
                  handshake_timeout_s: float, heartbeat_s: float, heartbeat_timeout_s: float,
-                 max_frame_bytes: int, label: str = "remote") -> None:
+                 max_frame_bytes: int, label: str = "remote", clock: Callable[[], float] = time.monotonic) -> None:
         self._token = token
         self.envs_per_client = envs_per_client
         self.capacity = capacity
@@ -134,9 +135,11 @@ class EnvServer:
         self.observation_space: Any = None
         self.action_space: Any = None
         self.refused = 0
+        """Connections refused (every one counts, whether or not the rate-limited log shows it)."""
         self.disconnects = 0
         self._ids = itertools.count(1)
-        self._handshakes = threading.BoundedSemaphore(MAX_PENDING_HANDSHAKES)
+        self._pending = PendingHandshakes(MAX_PENDING_HANDSHAKES)
+        self._refusals = RefusalLog(label, clock=clock)
         self._stop = threading.Event()
         try:
             self._listener = socket.create_server((host, port), reuse_port=False)
@@ -199,24 +202,28 @@ class EnvServer:
                     return
                 time.sleep(0.05)
                 continue
-            if not self._handshakes.acquire(blocking=False):
+            entry = self._pending.enter(sock, peer)  # may close the oldest idle handshake to make room
+            if entry is None:  # every place is held by a connection whose hello is being checked
                 self._refuse(sock, peer, "busy", "too many connections are handshaking; retry later")
                 continue
-            threading.Thread(target=self._handshake, args=(sock, peer), daemon=True,
+            threading.Thread(target=self._handshake, args=(entry,), daemon=True,
                              name=f"remote-env-handshake-{peer[1]}").start()
 
     def _refuse(self, sock: socket.socket, peer: Any, code: str, message: str) -> None:
         with self.cond:
             self.refused += 1
-        log.warning("remote env %s: refused connection from %s:%s: %s: %s", self.label, peer[0], peer[1], code,
-                    message)
+            self.cond.notify_all()
+        self._refusals.refused(peer, code, message)
         _say_goodbye(sock, message, code)
 
-    def _handshake(self, sock: socket.socket, peer: tuple[str, int]) -> None:
+    def _handshake(self, entry: Any) -> None:
+        sock, peer = entry.sock, entry.peer
         try:
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 hello = recv_frame(sock, max_bytes=HANDSHAKE_MAX_BYTES, timeout=self.handshake_timeout_s)
+                if not self._pending.got_hello(entry):
+                    raise ConnectionClosed("made room for a newer connection")
                 client = self._admit(sock, peer, hello)
             except ProtocolError as exc:
                 self._refuse(sock, peer, exc.code, exc.message)
@@ -225,11 +232,15 @@ class EnvServer:
                 self._refuse(sock, peer, "handshake_timeout", f"no hello within {self.handshake_timeout_s} s")
                 return
             except (ConnectionClosed, OSError) as exc:
-                self._refuse(sock, peer, "closed", f"connection closed during the handshake ({exc})")
+                if entry.evicted:  # an idle connection gave its place to a newer one
+                    self._refuse(sock, peer, "busy", f"no hello yet, and all {self._pending.limit} handshake "
+                                                     "places were needed; retry later")
+                else:
+                    self._refuse(sock, peer, "closed", f"connection closed during the handshake ({exc})")
                 return
             log.info("remote env %s: %s connected (%d envs)", self.label, client.describe(), client.num_envs)
         finally:
-            self._handshakes.release()
+            self._pending.leave(entry)
 
     def _admit(self, sock: socket.socket, peer: tuple[str, int], hello: dict[str, Any]) -> ClientConn:
         if hello["t"] != "hello":
@@ -272,6 +283,7 @@ class EnvServer:
     def _heartbeat_loop(self) -> None:
         period = min(self.heartbeat_s / 2, 1.0)
         while not self._stop.wait(period):
+            self._refusals.flush()  # the count of a window of refusals that are over
             for client in self.live_clients():
                 if time.monotonic() - client.last_io < self.heartbeat_s:
                     continue
@@ -309,3 +321,4 @@ class EnvServer:
             c.close(reason)
         for t in self._threads:
             t.join(timeout=5.0)
+        self._refusals.flush(force=True)
