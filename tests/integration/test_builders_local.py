@@ -170,7 +170,7 @@ def test_a_checkpoint_trained_with_preprocess_fns_needs_them_to_resume_and_to_ev
     run(fn, False)
     _, manifest = CheckpointManager.load(resolve_checkpoint(tmp_path / "run"))
     assert manifest["training_config"]["env[0].preprocess_fn"].endswith("shift.<locals>.preprocess")
-    with pytest.raises(UserError, match=r"env\[0\]\.preprocess_fn: '.*preprocess' in the checkpoint, absent now"):
+    with pytest.raises(UserError, match=r'env\[0\]\.preprocess_fn: ".*preprocess" in the checkpoint, not set now'):
         run(None, True)
     assert run(fn, True).iterations == 1
 
