@@ -101,7 +101,7 @@ def test_two_client_processes_step_exactly_like_the_local_env(tmp_path: Path) ->
             worker.close()
             local.close()
         for proc in procs.procs:  # the server's close ends the clients cleanly
-            assert proc.wait(timeout=15) == 0, procs.log_of(proc)
+            assert proc.wait(timeout=60) == 0, procs.log_of(proc)
             assert "done after 300 steps" in procs.log_of(proc)
 
 
@@ -152,7 +152,7 @@ def test_bad_handshakes_are_refused_and_logged_while_a_good_client_is_served(tmp
                 assert any(code in line for line in refusals), code
             # a CLI client with a wrong token is told why and exits with the user-error code
             bad = procs.start(port, name="bad", token="nope", extra=("--no-reconnect",))
-            assert bad.wait(timeout=30) == 2
+            assert bad.wait(timeout=60) == 2
             assert "bad_token" in procs.log_of(bad)
             assert worker.step(np.zeros(4, dtype=np.int64)).metrics["clients_connected"] == [1.0]
         finally:
@@ -336,7 +336,7 @@ def test_evaluation_without_local_env_runs_through_a_server_of_its_own(tmp_path:
         info = wait_for_file(tmp_path / "address.eval.json")  # the evaluation server, not the training one
         assert info["role"] == "eval"
         procs.start(info["port"], num_envs=3, name="evaluator")
-        thread.join(timeout=60)
+        thread.join(timeout=120)
         evaluator = box["ev"]
         try:
             metrics = evaluator.evaluate()
@@ -344,7 +344,7 @@ def test_evaluation_without_local_env_runs_through_a_server_of_its_own(tmp_path:
             assert metrics["eval/episode_length_mean"] == metrics["eval/episode_return_mean"]
         finally:
             evaluator.close()
-        assert procs.procs[0].wait(timeout=15) == 0
+        assert procs.procs[0].wait(timeout=60) == 0
     assert not address_file.exists()  # no training server was started
 
 
@@ -424,5 +424,5 @@ def test_a_client_dropped_for_a_timeout_reconnects_by_itself(tmp_path: Path) -> 
             assert worker.server.disconnects == 1
         finally:
             worker.close()
-        assert procs.procs[0].wait(timeout=15) == 0
+        assert procs.procs[0].wait(timeout=60) == 0
         assert "dropped by the server: timeout" in procs.log_of(procs.procs[0])
