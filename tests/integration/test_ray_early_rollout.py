@@ -266,10 +266,17 @@ def test_an_early_first_rollout_trains_exactly_like_waiting_for_the_learner(ray_
                 n += int(stat[1]) == me and stat[0] != "Z" and b"distributed.early_start" in cmd
             return n
 
-        early = run("true")  # first: the helper starts with this process's ray.init (the join)
-        ray.shutdown()  # joined again next: another helper, which is given up (as if the learner was ready first)
         from rlightning_core.distributed import early_start
         call = early_start.LearnerHelper.call
+
+        def awaited_call(self, method, *args, timeout, give_up=None):
+            # whether the helper (SCHED_IDLE) answers before the learner actor is up is a race a busy machine
+            # decides: here it always stands in, so the early path is the one compared
+            return call(self, method, *args, timeout=max(timeout, 600))
+
+        early_start.LearnerHelper.call = awaited_call
+        early = run("true")  # first: the helper starts with this process's ray.init (the join)
+        ray.shutdown()  # joined again next: another helper, which is given up (as if the learner was ready first)
         asked = []
 
         def given_up_call(self, method, *args, timeout, give_up=None):
