@@ -79,7 +79,7 @@ class ClientProcs:
                 pass
 
 
-def wait_for_file(path: Path, timeout: float = 20.0) -> dict[str, Any]:
+def wait_for_file(path: Path, timeout: float = 120.0) -> dict[str, Any]:
     """The JSON a server wrote to its address file."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

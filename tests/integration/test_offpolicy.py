@@ -206,9 +206,33 @@ def test_prioritized_dqn_updates_the_priorities_of_its_buffer(tmp_path, build_ru
 
 @needs_plugins
 @pytest.mark.ray
-def test_ray_streaming_respects_max_staleness_and_keeps_the_learner_busy(ray_cluster, tmp_path, build_run):
-    """2 env runners with up to 3 chunks each in flight outpace the learner; chunks that reach it more than one
-    weight version late are dropped, every stored one is within the bound, and the learner never waits long."""
+def test_the_ray_learner_stores_chunks_within_max_staleness_and_drops_older_ones(ray_cluster, build_run):
+    """The learner actor judges each chunk by the version it was collected with: lag = the learn call's version
+    minus the chunk's. Driven call by call here, so the lags are chosen, not left to how fast anything runs."""
+    config = example("pendulum_sac_ray", "policy.params.hidden_sizes=[16,16]", "engine.eval_every=0",
+                     "engine.eval_episodes=1")
+    engine = build_run(config)
+    ex = engine.execution
+    try:
+        ex.reset(config.seed)
+        chunk, stats = ex.start_collect(0, config.engine.params.rollout_steps)
+        collected = ex.finish_collect(0, stats).weight_version
+        bound = config.engine.params.max_staleness
+        stale = ex.finish_learn(ex.start_learn(0.0, [chunk], version=collected + bound + 1, max_staleness=bound))
+        kept = ex.finish_learn(ex.start_learn(0.0, [chunk], version=collected + bound, max_staleness=bound))
+        assert (stale["dropped"], stale["lags"]) == (1, [])
+        assert (kept["dropped"], kept["lags"]) == (0, [bound])
+    finally:
+        ex.close()
+        engine.env_group.close()
+
+
+@needs_plugins
+@pytest.mark.ray
+def test_ray_streaming_respects_max_staleness(ray_cluster, tmp_path, build_run):
+    """2 env runners with up to 3 chunks each in flight stream into the learner while it learns: every stored
+    chunk is within the staleness bound and the weights keep moving. (How many chunks arrive too late, and how
+    busy the learner is, depend on the runners' and the learner's relative speed: not asserted.)"""
     config = example("pendulum_sac_ray", "policy.params.hidden_sizes=[64,64]", "policy.params.batch_size=128",
                      "engine.total_steps=2500", "engine.eval_every=0", "engine.eval_episodes=2",
                      "engine.params.max_staleness=1", "engine.params.max_chunks_in_flight=3",
@@ -218,9 +242,5 @@ def test_ray_streaming_respects_max_staleness_and_keeps_the_learner_busy(ray_clu
     got = [r for r in rows(tmp_path / "run") if "iteration" in r]
     lags = [r["async/policy_lag_max"] for r in got if "async/policy_lag_max" in r]
     assert lags and max(lags) <= 1  # no stored (hence no sampled) transition beyond the bound
-    assert got[-1]["async/dropped_chunks"] > 0  # ... and the bound was needed
-    learning = [r for r in got if r["stats/updates"] > 0][2:]  # after the warm-up
-    idle = [r["perf/learner_idle_frac"] for r in learning]
-    assert learning and float(np.median(idle)) < 0.25, idle
     versions = [r["perf/weight_version"] for r in got]
     assert versions == sorted(versions) and versions[-1] > 5

@@ -39,7 +39,9 @@ def test_inference_server_batches_syncs_bit_for_bit_and_trains(ray_cluster, tmp_
     stats = ex.collect(8)
     assert [s.steps for s in stats] == [16] * 4 and {s.weight_version for s in stats} == {1}
     served = ray.get(ex.servers[0].stats.remote())
-    assert served["requests"] == 32 and served["batches"] < 32  # halves of 2 env workers share a forward pass
+    # a pass serves at most a half (2 env workers); whether both asked within max_wait_s is timing, so how many
+    # passes shared is not asserted here (test_inference_batching.py checks the batching itself, by events)
+    assert served["requests"] == 32 and 16 <= served["batches"] <= 32
     # cluster.local_channel (the default): every act of these same-node env actors went over the server's socket
     assert served["socket_requests"] == 32
     assert ray.get([a.uses_server_socket.remote() for a in ex.env_group.actors]) == [True] * 4

@@ -89,8 +89,10 @@ def test_the_learners_line_changes_the_transport_not_the_result(ray_cluster, tmp
             # the learner's own time, which the collect call's time includes (and collect_s does not)
             iterations = [r for r in rows if "perf/collect_s" in r]
             assert all(("perf/learner_busy_s" in r) == line for r in iterations)
-            if line:
-                assert all(0 < r["perf/learner_busy_s"] < 60 and r["perf/collect_s"] > 0 for r in iterations)
+            if line:  # inside the iteration's own time (the driver's clock around the call that includes it)
+                took = np.diff([0.0, *(r["time/train_s"] for r in iterations)])
+                assert all(0 < r["perf/learner_busy_s"] <= t and r["perf/collect_s"] > 0
+                           for r, t in zip(iterations, took, strict=True)), (iterations, took)
         finally:
             ex.close()
     (w_line, s_line), (w_ray, s_ray) = outcome[True], outcome[False]

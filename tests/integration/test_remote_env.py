@@ -58,7 +58,9 @@ def _local_worker(num_envs: int, seed: int = 0):
     return GymnasiumWorker(GymnasiumParams(id="CartPole-v1"), num_envs=num_envs, seed=seed)
 
 
-def _steps_until(worker: Any, predicate: Any, timeout: float = 30.0, action: int = 1) -> Any:
+def _steps_until(worker: Any, predicate: Any, timeout: float = 120.0, action: int = 1) -> Any:
+    """Step until ``predicate(batch)``; ``timeout`` only guards against a hang (a client process may take a while
+    to start on a busy machine)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         batch = worker.step(np.full(worker.num_envs, action, dtype=np.int64))
@@ -99,7 +101,7 @@ def test_two_client_processes_step_exactly_like_the_local_env(tmp_path: Path) ->
             worker.close()
             local.close()
         for proc in procs.procs:  # the server's close ends the clients cleanly
-            assert proc.wait(timeout=15) == 0, procs.log_of(proc)
+            assert proc.wait(timeout=60) == 0, procs.log_of(proc)
             assert "done after 300 steps" in procs.log_of(proc)
 
 
@@ -150,7 +152,7 @@ def test_bad_handshakes_are_refused_and_logged_while_a_good_client_is_served(tmp
                 assert any(code in line for line in refusals), code
             # a CLI client with a wrong token is told why and exits with the user-error code
             bad = procs.start(port, name="bad", token="nope", extra=("--no-reconnect",))
-            assert bad.wait(timeout=30) == 2
+            assert bad.wait(timeout=60) == 2
             assert "bad_token" in procs.log_of(bad)
             assert worker.step(np.zeros(4, dtype=np.int64)).metrics["clients_connected"] == [1.0]
         finally:
@@ -205,9 +207,7 @@ def test_a_client_breaking_the_protocol_is_dropped_and_the_other_goes_on(tmp_pat
             bad_group = next(g for g, c in enumerate(worker._groups) if c is not None and c.name == "raw")
             rows = slice(bad_group * 4, bad_group * 4 + 4)
             other = slice((1 - bad_group) * 4, (1 - bad_group) * 4 + 4)
-            t0 = time.monotonic()
-            batch = worker.step(np.zeros(8, dtype=np.int64))
-            assert time.monotonic() - t0 < 5
+            batch = worker.step(np.zeros(8, dtype=np.int64))  # a silent client never answers: its timeout ends this
             assert batch.metrics["client_disconnects"] == [1.0]
             assert batch.truncated[rows].all() and not batch.reward[rows].any()  # placeholders
             assert batch.reward[other].all()  # the good client's real CartPole rewards (1.0 each)
@@ -215,7 +215,10 @@ def test_a_client_breaking_the_protocol_is_dropped_and_the_other_goes_on(tmp_pat
                 batch = worker.step(np.zeros(8, dtype=np.int64))
                 assert batch.metrics["clients_connected"] == [1.0]
                 assert batch.metrics["vacant_slots"] == [4.0]
-            assert any("dropped client" in r.getMessage() and "raw" in r.getMessage() for r in remote_log)
+            messages = [r.getMessage() for r in remote_log]
+            drops = [m for m in messages if "dropped client" in m and "raw" in m]
+            assert drops, messages
+            assert misbehaviour != "silent" or "timed out" in drops[0], drops
         finally:
             done.set()
             worker.close()
@@ -231,7 +234,7 @@ def test_a_silent_idle_client_is_dropped_by_the_heartbeat(tmp_path: Path) -> Non
     worker = start_worker(tmp_path, clients, num_envs=4, num_clients=1, heartbeat_s=0.2, heartbeat_timeout_s=0.6)
     try:
         worker.reset(seed=0)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 120  # a guard: the client never answers a ping, so the drop must come
         while worker.server.disconnects == 0 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert worker.server.disconnects == 1
@@ -283,15 +286,16 @@ def test_a_standby_client_takes_over_at_once(tmp_path: Path) -> None:
         worker = start_worker(tmp_path, lambda port: [procs.start(port, name=f"c{i}") for i in range(2)],
                               num_envs=4, num_clients=1, max_clients=2, min_clients=1)
         try:
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + 120  # a guard: both client processes connect
             while len(worker.clients) < 2 and time.monotonic() < deadline:
                 time.sleep(0.05)
+            assert len(worker.clients) == 2
             worker.reset(seed=0)
             owner = worker._groups[0]
             procs.procs[int(owner.name[1:])].send_signal(signal.SIGKILL)
             _steps_until(worker, lambda b: b.metrics["client_disconnects"] == [1.0])
             _steps_until(worker, lambda b: b.metrics["clients_connected"] == [1.0]
-                                 and worker._groups[0] is not None, timeout=10)
+                                 and worker._groups[0] is not None)
             assert worker._groups[0].name != owner.name
         finally:
             worker.close()
@@ -332,7 +336,7 @@ def test_evaluation_without_local_env_runs_through_a_server_of_its_own(tmp_path:
         info = wait_for_file(tmp_path / "address.eval.json")  # the evaluation server, not the training one
         assert info["role"] == "eval"
         procs.start(info["port"], num_envs=3, name="evaluator")
-        thread.join(timeout=60)
+        thread.join(timeout=120)
         evaluator = box["ev"]
         try:
             metrics = evaluator.evaluate()
@@ -340,7 +344,7 @@ def test_evaluation_without_local_env_runs_through_a_server_of_its_own(tmp_path:
             assert metrics["eval/episode_length_mean"] == metrics["eval/episode_return_mean"]
         finally:
             evaluator.close()
-        assert procs.procs[0].wait(timeout=15) == 0
+        assert procs.procs[0].wait(timeout=60) == 0
     assert not address_file.exists()  # no training server was started
 
 
@@ -420,5 +424,5 @@ def test_a_client_dropped_for_a_timeout_reconnects_by_itself(tmp_path: Path) -> 
             assert worker.server.disconnects == 1
         finally:
             worker.close()
-        assert procs.procs[0].wait(timeout=15) == 0
+        assert procs.procs[0].wait(timeout=60) == 0
         assert "dropped by the server: timeout" in procs.log_of(procs.procs[0])

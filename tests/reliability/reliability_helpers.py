@@ -70,7 +70,7 @@ def session_processes(sid: int) -> list[tuple[int, str]]:
     return out
 
 
-def wait_for_no_session_processes(sid: int, timeout: float = 30.0) -> list[tuple[int, str]]:
+def wait_for_no_session_processes(sid: int, timeout: float = 120.0) -> list[tuple[int, str]]:
     """Poll until session ``sid`` is empty (Ray's processes take a moment to exit); returns what is left."""
     import time
 

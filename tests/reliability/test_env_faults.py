@@ -8,7 +8,6 @@ from __future__ import annotations
 import importlib
 import json
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -65,13 +64,14 @@ def test_a_failing_worker_is_recreated_and_training_continues(tmp_path, faulty_p
     assert len(list((tmp_path / "faults").iterdir())) == 2
 
 
-def test_a_hung_worker_is_killed_after_the_step_timeout_and_recreated(tmp_path, faulty_plugins):
-    t0 = time.monotonic()
-    result, rows = _train(tmp_path, _faulty("hang", tmp_path, extra=("env[0].step_timeout_s=1.5",
-                                                                      "env[0].params.hang_s=600")))
+def test_a_hung_worker_is_killed_after_the_step_timeout_and_recreated(tmp_path, faulty_plugins, caplog):
+    # the hang (an hour) outlasts any run: finishing with one restart means the timeout cut it short
+    with caplog.at_level("WARNING", logger="rlightning"):
+        result, rows = _train(tmp_path, _faulty("hang", tmp_path, extra=("env[0].step_timeout_s=1.5",
+                                                                          "env[0].params.hang_s=3600")))
     assert result.stop_reason == "total_steps"
     assert rows[-1][f"env/{LABEL}/restarts"] == 1.0
-    assert time.monotonic() - t0 < 120  # not the 600 s the env hangs for
+    assert "step() did not return within 1.5s (env.step_timeout_s)" in caplog.text, caplog.text
 
 
 def test_step_timeout_workers_run_in_child_processes_that_close(faulty_plugins):
@@ -119,7 +119,7 @@ def _eval_cfg(tmp_path, mode, faults, step_timeout_s=None):
     extra = [f"env[0].step_timeout_s={step_timeout_s}"] if step_timeout_s else []
     return load_config(CARTPOLE, ["env[0].type=faulty", f"env[0].params.mode={mode}", "env[0].params.fail_at_step=7",
                                   f"env[0].params.faults={'null' if faults is None else faults}",
-                                  f"env[0].params.count_dir={tmp_path / 'faults'}", "env[0].params.hang_s=60",
+                                  f"env[0].params.count_dir={tmp_path / 'faults'}", "env[0].params.hang_s=3600",
                                   *extra]).env
 
 
@@ -135,9 +135,7 @@ def test_a_failing_eval_env_is_recreated_and_the_evaluation_is_the_one_without_t
                        seed=4, max_restarts=2)
     try:
         want = clean.evaluate()
-        t0 = time.monotonic()
-        got = faulty.evaluate()
-        assert time.monotonic() - t0 < 30  # a hang costs step_timeout_s, not hang_s
+        got = faulty.evaluate()  # a hang (an hour) outlasts the test: a restart means the timeout cut it short
         assert got.pop("eval/env_restarts") == 1.0 and "eval/env_restarts" not in want
         assert got == want and faulty.restarts == 1
         assert len(list((tmp_path / "faults").iterdir())) == 1
@@ -205,7 +203,7 @@ def test_ray_mode_recreates_failed_env_actors_and_leaves_no_process(tmp_path, fa
                             env=child_env(str(faulty_site)), cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        _, err = proc.communicate(timeout=300)
+        _, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err
         assert err.count("recreating it") == 2, err
         rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
@@ -217,7 +215,7 @@ def test_ray_mode_recreates_failed_env_actors_and_leaves_no_process(tmp_path, fa
         assert len(closed) == 2, closed  # the actor replaced after the error, and its replacement at the end
         assert not list((tmp_path / "closed-hangs").glob("*")), "its close() hangs (the first one was killed)"
         assert "env[1] (hangs) worker 0: close() did not finish within cluster.close_timeout_s=3s" in err, err
-        left = wait_for_no_session_processes(proc.pid, 30)
+        left = wait_for_no_session_processes(proc.pid, 120)
         assert left == [], f"processes left after the run: {left}"
     finally:
         kill_session(proc.pid)

@@ -21,6 +21,8 @@ from rlightning_core.distributed.channel import (
 )
 from rlightning_core.env.runner import EnvStepError
 
+_RELEASE = threading.Event()
+
 
 def _handler(mode: str, value: np.ndarray | None = None):
     if mode == "env":
@@ -32,8 +34,8 @@ def _handler(mode: str, value: np.ndarray | None = None):
         from rlightning_core.policy.numerics import NonFiniteError
 
         raise NonFiniteError("loss/value=inf", offending={"loss/value": float("inf")}, learn_call=3)
-    if mode == "slow":
-        time.sleep(2.0)
+    if mode == "held":  # answers once the test lets it (at the latest after a minute: a missed deadline then fails)
+        _RELEASE.wait(60)
     return {"echo": value, "pid": os.getpid()}
 
 
@@ -93,12 +95,15 @@ def test_an_rlightning_error_arrives_as_itself(line):
 
 
 def test_a_late_answer_times_out(line):
+    """The answer cannot come before the deadline (the handler waits for this test): the wait ends at it."""
     hub, _ = line
-    hub.request(3, ("slow",))
-    t0 = time.monotonic()
-    with pytest.raises(ChannelTimeout):
-        hub.reply(3, time.monotonic() + 0.3, "env worker 3")
-    assert time.monotonic() - t0 < 1.5
+    _RELEASE.clear()
+    hub.request(3, ("held",))
+    try:
+        with pytest.raises(ChannelTimeout, match="env worker 3 sent no answer in time"):
+            hub.reply(3, time.monotonic() + 0.3, "env worker 3")
+    finally:
+        _RELEASE.set()
 
 
 def test_closing_the_hub_ends_the_workers_loop_and_removes_the_socket(line):
