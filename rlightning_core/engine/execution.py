@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rlightning_core.buffer.base import BufferSpec, Chunk, DataBuffer
@@ -58,12 +59,49 @@ class LocalExecution:
             self.buffer_spec(rollout_steps))
         hooks = getattr(buffer, "runner_hooks", {}) or {}
         self.runners: list[EnvRunner] = []
+        self.runner_copies: list[list[tuple[Any, Any]]] = []
+        """Per runner, ``(shared, own)`` pairs of stateful preprocessors it holds its own copy of (several runners)."""
         column = 0
+        several = len(env_group.workers) > 1
         for worker, label in zip(env_group.workers, env_group.labels, strict=True):
-            self.runners.append(EnvRunner(worker, policy_group.rollout, self.preprocessors, column=column,
+            pre = [self._runner_copy(p, worker) if several and p.state_dict() else p for p in self.preprocessors]
+            self.runner_copies.append([(p, q) for p, q in zip(self.preprocessors, pre, strict=True) if q is not p])
+            self.runners.append(EnvRunner(worker, policy_group.rollout, pre, column=column,
                                           label=label, needs_next_obs=self.buffer.needs_next_obs, **hooks))
             column += worker.num_envs
         self._enable_restarts(config, env_group)
+
+    @staticmethod
+    def _runner_copy(pre: Any, worker: Any) -> Any:
+        """A runner's own instance of a stateful preprocessor, sized for its worker's envs.
+
+        Per-env state (e.g. ``scale_reward``'s running returns) belongs to one worker's envs; statistics stay
+        shared through :meth:`_collect_one` (the same constructor contract as a Ray runner's copy).
+        """
+        try:
+            return type(pre)(pre.params, observation_space=worker.observation_space, num_envs=worker.num_envs)
+        except TypeError as exc:
+            from rlightning_core.errors import ConfigError
+
+            raise ConfigError(f"preprocessor {type(pre).__name__}: several env workers need one instance each, "
+                              "built as cls(params, observation_space=..., num_envs=...), which failed: "
+                              f"{exc}") from None
+
+    def _on_runner(self, index: int, call: Callable[[EnvRunner], Any]) -> Any:
+        """``call(runner)``; its own preprocessor copies start from, and fold back into, the shared statistics.
+
+        The shared instances thus see every worker's data in runner order, as one instance for all envs would.
+        """
+        pairs = self.runner_copies[index]
+        for shared, own in pairs:  # per-env running values (``returns``) stay with the runner
+            own.load_state_dict({k: v for k, v in shared.state_dict().items() if k != "returns"})
+        out = call(self.runners[index])
+        for shared, own in pairs:
+            shared.merge([own.state_dict()])
+        return out
+
+    def _collect_one(self, index: int, num_steps: int) -> tuple[Chunk, RolloutStats]:
+        return self._on_runner(index, lambda runner: runner.collect(num_steps))
 
     def _enable_restarts(self, config: MainConfig, env_group: Any) -> None:
         """Failed env workers (raised, hung, NaN/inf) are recreated within ``cluster.max_restarts`` per run."""
@@ -89,14 +127,15 @@ class LocalExecution:
     def reset(self, seed: int) -> None:
         """Seed and reset every runner: worker ``w`` of config ``c`` gets ``derive_seed(seed, 1, c, w)``."""
         group = self.env_group
-        for w, runner in enumerate(self.runners):
-            runner.reset(seed=derive_seed(seed, 1, group.config_indices[w], group.worker_indices[w]))
+        for w in range(len(self.runners)):
+            worker_seed = derive_seed(seed, 1, group.config_indices[w], group.worker_indices[w])
+            self._on_runner(w, lambda runner, s=worker_seed: runner.reset(seed=s))
 
     def collect(self, num_steps: int) -> list[RolloutStats]:
         """Every runner collects ``num_steps`` steps into the buffer."""
         stats = []
-        for runner in self.runners:
-            chunk, s = runner.collect(num_steps)
+        for index in range(len(self.runners)):
+            chunk, s = self._collect_one(index, num_steps)
             self.buffer.add(chunk)
             stats.append(s)
         return stats
@@ -106,7 +145,7 @@ class LocalExecution:
 
         For engines that decide per chunk what enters the buffer (the ``async`` engine's staleness bound).
         """
-        return [runner.collect(num_steps) for runner in self.runners]
+        return [self._collect_one(index, num_steps) for index in range(len(self.runners))]
 
     def add_chunks(self, chunks: list[Chunk]) -> None:
         """Store chunks in the buffer, in order."""
@@ -135,7 +174,13 @@ class LocalExecution:
         return {"policy": self.policy_group.state_dict(),
                 "preprocessors": [p.state_dict() for p in self.preprocessors],
                 "buffer": self.buffer.state_dict(),
-                "runners": [r.state_dict() for r in self.runners]}
+                "runners": [self._runner_state(i) for i in range(len(self.runners))]}
+
+    def _runner_state(self, index: int) -> dict[str, Any]:
+        state = self.runners[index].state_dict()
+        if self.runner_copies[index]:  # its own preprocessors' per-env values (e.g. running returns)
+            state["own_preprocessors"] = [own.state_dict() for _, own in self.runner_copies[index]]
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> list[bool]:
         """Restore; returns, per runner, whether its envs were restored (else they need a reset)."""
@@ -151,14 +196,19 @@ class LocalExecution:
             self.buffer.load_state_dict(shards[0])
         else:  # nothing was saved (a sharded buffer's contents stay with the env workers)
             log.info("the checkpoint holds no buffer contents: learning resumes with an empty buffer")
-        saved = state["runners"]
+        saved = [dict(s) for s in state["runners"]]
+        for index, s in enumerate(saved):
+            own_states = s.pop("own_preprocessors", None)
+            if own_states is not None and index < len(self.runner_copies):
+                for (_, own), own_state in zip(self.runner_copies[index], own_states, strict=False):
+                    own.load_state_dict(own_state)
         if len(saved) != len(self.runners):
             return [False] * len(self.runners)
         return [r.load_state_dict(s) for r, s in zip(self.runners, saved, strict=True)]
 
     def reseed_runner(self, index: int, seed: int) -> None:
         """Reset one runner's envs with ``seed`` (after a resume that could not restore them)."""
-        self.runners[index].reset(seed=seed)
+        self._on_runner(index, lambda runner: runner.reset(seed=seed))
 
     def close(self) -> None:
         """Nothing to release in one process (the env group is closed by its owner)."""
