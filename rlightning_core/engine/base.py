@@ -421,7 +421,7 @@ class BaseEngine(ABC):
         from rlightning_core.errors import UserError
 
         file, state = loaded.path, loaded.state
-        problems = check_manifest(loaded.manifest, expected=self.run_ctx.manifest)
+        problems = check_manifest(loaded.manifest, expected=self._expected_manifest())
         if problems:
             raise UserError(f"cannot resume from {file}:\n  " + "\n  ".join(problems))
         loaded.report_refused("resuming from", move_aside=True)  # before this run writes over any of them
@@ -429,6 +429,15 @@ class BaseEngine(ABC):
             state[key] = to_numpy_tree(state[key])
         self.load_state_dict(state)
         log.info("resumed from %s at iteration %d (%d env steps)", file, self.iteration_count, self.env_steps)
+
+    def _expected_manifest(self) -> dict[str, Any]:
+        """This run's manifest: the run directory's, or (``load_checkpoint`` before ``run``) built from the config."""
+        if self.run_ctx is not None:
+            return self.run_ctx.manifest
+        from rlightning_core.run import build_manifest
+
+        given = self.preprocessors if self.execution.preprocessors_given else None
+        return build_manifest(self.config, self.plugins, preprocessors=given, preprocess_fns=self.preprocess_fns())
 
     def _storage_failure(self, exc: BaseException) -> BaseException:
         """``exc`` (a :class:`StorageError`) restated with the newest intact checkpoint and how to go on."""

@@ -15,14 +15,14 @@ OVERRIDES = ["preprocessors=[{type: scale_reward}, {type: normalize_obs}]", "env
              "logging.progress=false", "engine.target_eval_return=null"]
 
 
-def _engine(steps: int):
+def _engine(steps: int, *extra: str):
     from rlightning_core import load_config
     from rlightning_core.builders import build_data_buffer, build_engine, build_env_group, build_policy_group
     from rlightning_core.plugins import get_plugins
 
     if not {"gymnasium"} <= set(get_plugins().registry.names("env")):
         pytest.skip("needs the gymnasium plugin")
-    config = load_config(ROOT / "examples" / "cartpole_ppo.yaml", [*OVERRIDES, f"engine.total_steps={steps}"])
+    config = load_config(ROOT / "examples" / "cartpole_ppo.yaml", [*OVERRIDES, f"engine.total_steps={steps}", *extra])
     return build_engine(config, build_env_group(config.env, seed=config.seed),
                         build_policy_group(config.policy.type, config.policy, config.cluster),
                         build_data_buffer(config.buffer.type, config.buffer))
@@ -51,3 +51,21 @@ def test_resume_restores_each_workers_running_returns(tmp_path: Path) -> None:
     restored = [pairs[0][1].returns for pairs in second.execution.runner_copies]
     for a, b in zip(saved, restored, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_load_checkpoint_before_run_restores_the_state(tmp_path: Path) -> None:
+    """``engine.load_checkpoint`` on an engine that has not run checks the manifest against its own config."""
+    first = _engine(128)
+    first.run(tmp_path / "run")
+    second = _engine(128)
+    second.load_checkpoint(tmp_path / "run")
+    assert second.env_steps == 128
+    for first_pairs, second_pairs in zip(first.execution.runner_copies, second.execution.runner_copies, strict=True):
+        np.testing.assert_array_equal(first_pairs[0][1].returns, second_pairs[0][1].returns)
+    from rlightning_core.errors import UserError
+
+    other = _engine(128, "policy.params.lr=0.001")
+
+    with pytest.raises(UserError, match="cannot resume"):
+        other.load_checkpoint(tmp_path / "run")
+
