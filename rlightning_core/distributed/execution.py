@@ -754,6 +754,7 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
 
     def close(self) -> None:
         """Kill the actors; shut the cluster down if this run started it."""
+        self.seeds.close()
         if self.strategy == "node_shared":  # remove this run's shared-memory files (writers unlink)
             try:
                 self.ray.get([m.shm_detach.remote(True) for m in [self.learner, *self.rollout_actors]],

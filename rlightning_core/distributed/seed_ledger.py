@@ -5,7 +5,7 @@ derive_seed`), so a recreated worker does not replay the episodes its predecesso
 one JSON line — role, group (env config index), rank (worker index / learner rank), restart count, seed — so a
 run's randomness can be audited and a worker's episodes reproduced. Lines recorded before the run directory
 exists (actors start before ``engine.run``) are buffered and written when it is attached. Only the driver
-writes the file.
+writes the file, whole lines only (a line cut off by a crash is dropped when a resumed run reopens it).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ class SeedLedger:
         self.records: list[dict[str, Any]] = []
         self._pending: list[dict[str, Any]] = []
         self.path: Path | None = None
+        self._file: Any = None
 
     def record(self, role: str, *, group: int, rank: int, restart: int, seed: int, **extra: Any) -> None:
         """Note one worker (re)start and its seed."""
@@ -38,14 +39,23 @@ class SeedLedger:
 
     def attach(self, run_dir: str | Path) -> None:
         """Start writing into ``run_dir`` (what was recorded so far goes first)."""
-        self.path = Path(run_dir) / self.FILE
+        from rlightning_core.logging.jsonl import LineFile
+
+        if self._file is not None:
+            self._file.close()
+        self._file = LineFile(Path(run_dir) / self.FILE, what="the seed ledger")
+        self.path = self._file.path
         self.flush()
 
     def flush(self) -> None:
         """Append the buffered lines (once a run directory is attached)."""
-        if self.path is None or not self._pending:
+        if self._file is None or not self._pending:
             return
-        with self.path.open("a", encoding="utf-8") as f:
-            for entry in self._pending:
-                f.write(json.dumps(entry) + "\n")
+        self._file.append("".join(json.dumps(entry) + "\n" for entry in self._pending).encode("utf-8"))
         self._pending = []
+
+    def close(self) -> None:
+        """Close the file (records made afterwards stay buffered)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None

@@ -36,39 +36,29 @@ class JsonlParams:
     """File name inside the run directory (a relative path; ``..`` and absolute paths are refused)."""
 
 
-class JsonlLogger:
-    """Appends ``{"step": ..., **metrics}`` lines to a file in the run directory.
+class LineFile:
+    """An append-only file of complete lines: each line is written whole or not at all.
+
+    Opening a file that ends with an incomplete line (a write cut off by a crash or power loss) cuts it back to
+    its last complete line first, so appended lines never join a fragment.
 
     Raises:
-        StorageError: (from the constructor or :meth:`log`) the file cannot be opened or written, e.g. the disk
-            is full; the message names the file, and the file still ends with a complete line.
+        StorageError: (from the constructor or :meth:`append`) the file cannot be opened or written; the message
+            names the file and ``what`` it holds.
     """
 
-    def __init__(self, params: JsonlParams, *, run_dir: str | Path) -> None:
-        self.path = Path(run_dir) / params.filename
+    def __init__(self, path: str | Path, *, what: str) -> None:
+        self.path = Path(path)
+        self.what = what
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         except OSError as exc:
-            raise StorageError(f"cannot open {self.path} for metrics: {describe_os_error(exc)}") from exc
+            raise StorageError(f"cannot open {self.path} for {what}: {describe_os_error(exc)}") from exc
         self._drop_incomplete_tail(self._fd)
 
-    def log(self, step: int, metrics: dict[str, Any]) -> None:
-        """Write one line; non-finite floats are written as null so the file stays valid JSON."""
-        row: dict[str, Any] = {"step": int(step)}
-        for key, value in metrics.items():
-            v = float(value) if not isinstance(value, str) else value
-            row[key] = None if isinstance(v, float) and not math.isfinite(v) else v
-        self._append((json.dumps(row) + "\n").encode("utf-8"))
-
-    def close(self) -> None:
-        """Close the file."""
-        if self._fd is not None:
-            fd, self._fd = self._fd, None
-            os.close(fd)
-
-    def _append(self, data: bytes) -> None:
-        """Append ``data`` whole, or not at all (truncated back to where it began)."""
+    def append(self, data: bytes) -> None:
+        """Append ``data`` (complete lines) whole, or not at all (truncated back to where it began)."""
         if self._fd is None:
             raise ValueError(f"{self.path} is closed")
         start = os.fstat(self._fd).st_size
@@ -82,7 +72,13 @@ class JsonlLogger:
                 os.ftruncate(self._fd, start)
             except OSError as again:
                 cut = f"; the incomplete line could not be removed ({describe_os_error(again)})"
-            raise StorageError(f"cannot write metrics to {self.path}: {describe_os_error(exc)}{cut}") from exc
+            raise StorageError(f"cannot write {self.what} to {self.path}: {describe_os_error(exc)}{cut}") from exc
+
+    def close(self) -> None:
+        """Close the file."""
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
 
     def _drop_incomplete_tail(self, fd: int) -> None:
         """Cut a file that ends in the middle of a line back to its last complete line (logged)."""
@@ -102,3 +98,28 @@ class JsonlLogger:
             os.ftruncate(fd, keep)
             log.warning("%s ended with an incomplete line (%d bytes, from a write that was cut off): removed it",
                         self.path, size - keep)
+
+
+class JsonlLogger:
+    """Appends ``{"step": ..., **metrics}`` lines to a file in the run directory.
+
+    Raises:
+        StorageError: (from the constructor or :meth:`log`) the file cannot be opened or written, e.g. the disk
+            is full; the message names the file, and the file still ends with a complete line.
+    """
+
+    def __init__(self, params: JsonlParams, *, run_dir: str | Path) -> None:
+        self.file = LineFile(Path(run_dir) / params.filename, what="metrics")
+        self.path = self.file.path
+
+    def log(self, step: int, metrics: dict[str, Any]) -> None:
+        """Write one line; non-finite floats are written as null so the file stays valid JSON."""
+        row: dict[str, Any] = {"step": int(step)}
+        for key, value in metrics.items():
+            v = float(value) if not isinstance(value, str) else value
+            row[key] = None if isinstance(v, float) and not math.isfinite(v) else v
+        self.file.append((json.dumps(row) + "\n").encode("utf-8"))
+
+    def close(self) -> None:
+        """Close the file."""
+        self.file.close()
