@@ -85,6 +85,15 @@ def test_too_many_minibatches_are_refused():
         policy.learn(buffer)
 
 
+def test_too_many_minibatches_are_refused_when_the_config_is_validated():
+    from rlightning_core import load_config
+    from rlightning_core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"policy\.params\.num_mini_batches: 64 minibatches of a 4 x 2 rollout"):
+        load_config(EXAMPLE, ["engine.params.rollout_steps=4", "env.num_envs=2", "env.num_workers=1",
+                              "policy.params.num_mini_batches=64"])
+
+
 @pytest.mark.slow
 def test_example_solves_inverted_pendulum(tmp_path):
     from rlightning_core import load_config
