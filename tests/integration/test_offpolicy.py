@@ -181,11 +181,11 @@ def test_chunks_staler_than_max_staleness_are_dropped(tmp_path, build_run):
     rollout.weight_version = engine.policy_group.version - 2  # as if it had missed two syncs
     metrics = engine.iteration()
     assert metrics["async/dropped_chunks"] == 2 and metrics["async/policy_lag_min"] == 2
-    assert len(engine.buffer) == 0 and engine.env_steps == 64  # collected, counted, not stored
+    assert len(engine.execution.buffer) == 0 and engine.env_steps == 64  # collected, counted, not stored
     rollout.weight_version = engine.policy_group.version - 1  # within the bound
     metrics = engine.iteration()
     assert metrics["async/dropped_chunks"] == 2 and metrics["async/policy_lag_max"] == 1
-    assert len(engine.buffer) == 64
+    assert len(engine.execution.buffer) == 64
 
 
 def test_async_engine_passes_the_engine_conformance_kit(conformance):
@@ -196,8 +196,8 @@ def test_async_engine_passes_the_engine_conformance_kit(conformance):
 def test_prioritized_dqn_updates_the_priorities_of_its_buffer(tmp_path, build_run):
     engine = build_run(example("cartpole_dqn", *DQN_TINY, "engine.total_steps=1024"))
     engine.run(tmp_path / "run")
-    sampler = engine.buffer.sampler
-    priorities = sampler.priorities(np.arange(len(engine.buffer)))
+    sampler = engine.execution.buffer.sampler
+    priorities = sampler.priorities(np.arange(len(engine.execution.buffer)))
     assert engine.updates > 0 and len(np.unique(priorities)) > 100  # fed back from |TD errors|, not uniform
 
 
