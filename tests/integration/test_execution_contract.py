@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from rlightning_core.testing import check_execution
@@ -49,3 +51,40 @@ def test_ray_execution_keeps_the_contract(ray_cluster, cartpole_config, tmp_path
     assert any("bit for bit" in line for line in report.passed), report
     assert (tmp_path / "seeds.jsonl").exists()  # attach_run_dir: the seed ledger writes there
     assert ray_cluster.is_initialized()  # a cluster the execution joined stays up after close()
+
+
+class _SyncCopiesNothing:
+    """A broken sync: the version goes up, the rollout copy keeps its old weights."""
+
+    def sync(self):
+        self.policy_group.version += 1
+        return self.version, {}
+
+
+class _StaleStreaming:
+    """A broken start_learn: stale chunks are stored anyway."""
+
+    def start_learn(self, progress, chunks, *, version, max_staleness):
+        return super().start_learn(progress, chunks, version=version, max_staleness=None)
+
+
+@pytest.mark.parametrize(("broken", "message"), [
+    (_SyncCopiesNothing, "the rollout weights are the same before learn() and after sync()"),
+    (_StaleStreaming, "with max_staleness=2: dropped 0"),
+])
+def test_check_execution_names_a_broken_promise(cartpole_config, tmp_path, broken, message):
+    from rlightning_core.builders import build_data_buffer, build_env_group, build_policy_group
+    from rlightning_core.engine.execution import LocalExecution
+    from rlightning_core.plugins import get_plugins
+    from rlightning_core.testing import ConformanceError
+
+    config = cartpole_config(*SMALL)
+    env_group = build_env_group(config.env, seed=config.seed)
+    cls = type(f"Broken{broken.__name__}", (broken, LocalExecution), {})
+    execution = cls(config, env_group, build_policy_group(config.policy.type, config.policy, config.cluster),
+                    build_data_buffer(config.buffer.type, config.buffer), get_plugins(), rollout_steps=STEPS)
+    try:
+        with pytest.raises(ConformanceError, match=f"execution {cls.__name__}: .*{re.escape(message)}"):
+            check_execution(execution, num_steps=STEPS, run_dir=tmp_path)
+    finally:
+        env_group.close()
