@@ -53,7 +53,7 @@ _KINDS: dict[str, dict[str, str]] = {
         "check_args": "",
     },
     "engine": {
-        "example": "an on-policy loop (collect, learn, sync weights)",
+        "example": "an on-policy loop (collect, learn, sync weights) written against the execution contract",
         "description": "An on-policy training loop for rlightning.",
         "impl_module": "engine", "suffix": "Engine",
         "factory_kwargs": "config, env_group, policy_group and buffer",
@@ -69,6 +69,10 @@ _KINDS: dict[str, dict[str, str]] = {
         "check_args": "",
     },
 }
+
+
+#: Per kind, the extra generated tests (``tests/test_<ident>_<name>.py`` from ``<kind>/test_<name>.py.tmpl``).
+_EXTRA_FILES: dict[str, tuple[str, ...]] = {"engine": ("trains",)}
 
 
 def _camel(name: str) -> str:
@@ -110,6 +114,8 @@ def plan_files(name: str, kind: str) -> tuple[str, dict[str, str]]:
         f"{module}/{info['impl_module']}.py": root / kind / f"{info['impl_module']}.py.tmpl",
         f"tests/test_{ident}_conformance.py": root / "common" / "test_conformance.py.tmpl",
     }
+    for extra in _EXTRA_FILES.get(kind, ()):  # kind-specific tests, e.g. an engine trains in both modes
+        layout[f"tests/test_{ident}_{extra}.py"] = root / kind / f"test_{extra}.py.tmpl"
     files = {path: _fill(src.read_text(encoding="utf-8"), values) for path, src in layout.items()}
     files[f"{module}/py.typed"] = ""
     return dist, files

@@ -507,6 +507,10 @@ class LearnerActor(LineHost, CollectiveMember):
 
         return shard_chunk(chunk, self.rank, self.world_size)
 
+    def buffer_size(self) -> int:
+        """Transitions the buffer holds."""
+        return len(self.buffer)
+
     def buffer_kind(self) -> str:
         """``on_policy`` (the buffer is emptied after every learn) or ``off_policy``."""
         return "on_policy" if hasattr(self.buffer, "reset") else "off_policy"

@@ -70,14 +70,16 @@ def check_resources(config: MainConfig, available: dict[str, float]) -> None:
 
 class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, WeightSyncMixin, WeightCheckMixin,
                    StreamingMixin):
-    """Same interface as :class:`~rlightning_core.engine.execution.LocalExecution`, on a Ray cluster."""
+    """:class:`~rlightning_core.engine.contract.Execution` on a Ray cluster: submitted work runs in actors."""
 
     mode = "ray"
+    concurrent = True
 
     def __init__(self, config: MainConfig, env_group: Any, policy_group: Any, buffer: Any, plugins: Any, *,
                  rollout_steps: int) -> None:
         self.config = config
         self.plugins = plugins
+        self._closed = False
         # preprocessors given to build_data_buffer replace the config's; each runner builds its own copy of each
         given = list(getattr(buffer, "preprocessors", None) or [])
         self.preprocessors_given = bool(given)
@@ -753,7 +755,10 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
         self._track(index, self.env_group.actors[index].reset.remote(seed))
 
     def close(self) -> None:
-        """Kill the actors; shut the cluster down if this run started it."""
+        """Kill the actors; shut the cluster down if this run started it. A second call does nothing."""
+        if self._closed:
+            return
+        self._closed = True
         self.seeds.close()
         if self.strategy == "node_shared":  # remove this run's shared-memory files (writers unlink)
             try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rlightning_core.distributed.ray_common import RayExecutionState, WorkerFailure, mean_metrics, strip_private
@@ -30,9 +31,70 @@ class StreamingMixin(RayExecutionState):
 
         def _check_reports(self, stats: Any, indices: Any = None) -> None: ...
 
+        def _finish_sync(self, *, ignore_errors: bool = False) -> None: ...
+
+        def _get(self, refs: Any, timeout: float, what: str) -> Any: ...
+
+    _pending_chunks: list[Any]
+    _weights_with_collect: tuple[Any, int] | None
+
+    @property
+    def num_runners(self) -> int:
+        """Env-runner actors, one per env worker."""
+        return len(self.env_group.actors)
+
+    def collect_chunks(self, num_steps: int) -> list[tuple[Any, RolloutStats]]:
+        """Every runner collects a chunk in parallel; returns ``(chunk_ref, stats)`` per runner that did not fail.
+
+        The chunks stay in the object store until :meth:`add_chunks` hands them to the learner's next learn.
+        """
+        launched = [self.start_collect(i, num_steps) for i in range(self.num_runners)]
+        out = []
+        for i, (chunk, stats_ref) in enumerate(launched):
+            stats = self.finish_collect(i, stats_ref)
+            if stats is not None:
+                out.append((chunk, stats))
+        self._finish_sync()  # weights a sync queued ran before these chunks on every runner
+        return out
+
+    def add_chunks(self, chunks: Sequence[Any]) -> None:
+        """Chunks (refs from :meth:`collect_chunks`) for the learner: it stores them when the next learn starts."""
+        self._pending_chunks = [*self._pending_chunks, *chunks]
+
+    def buffer_size(self) -> int:
+        """Transitions the learner's (rank 0's) buffer holds."""
+        return int(self._get(self.learners[0].buffer_size.remote(), self.config.cluster.call_timeout_s,
+                             "query the buffer"))
+
+    def wait(self, handles: Sequence[Hashable], timeout: float) -> list[Hashable]:
+        """``ray.wait`` for the first of ``handles`` (object refs), then every one finished by then.
+
+        Raises:
+            WorkerFailure: none finished within ``timeout`` seconds.
+        """
+        done, _ = self.ray.wait(list(handles), num_returns=1, timeout=timeout)
+        if not done:
+            raise WorkerFailure(f"no chunk or learn result arrived within {timeout:.0f}s (cluster.call_timeout_s)")
+        done, _ = self.ray.wait(list(handles), num_returns=len(handles), timeout=0)
+        return list(done)
+
+    def _send_ride(self) -> None:
+        """Weights a :meth:`sync` left to ride the next ``collect`` (a learner in the driver) go out now.
+
+        One ``ray.put``, then one ``set_weights`` per rollout copy, ordered before its next chunk.
+        """
+        ride, self._weights_with_collect = self._weights_with_collect, None
+        if ride is not None:
+            from rlightning_core.distributed.ray_common import unpack_weights
+
+            ref = self.ray.put(unpack_weights(ride[0]))
+            for a in self.rollout_actors:
+                a.set_weights.remote(ref, ride[1])
+
     # -- streaming (the async engine): launch without waiting, finish when ready ----------------------------
     def start_collect(self, index: int, num_steps: int) -> tuple[Any, Any]:
         """Launch one chunk on env runner ``index`` without waiting; returns ``(chunk_ref, stats_ref)``."""
+        self._send_ride()
         refs = self.env_group.actors[index].collect.options(num_returns=2).remote(num_steps)
         return refs[0], refs[1]
 

@@ -1,6 +1,7 @@
 """The asynchronous off-policy engine: collection goes on while the learner trains (SAC, DQN and friends).
 
-Two shapes behind one engine, chosen by ``cluster.mode``:
+Two shapes behind one engine, chosen by whether the execution runs submitted work concurrently
+(:attr:`~rlightning_core.engine.contract.Execution.concurrent`); both use only the execution contract:
 
 - **one process** (``local``): each iteration interleaves, in a fixed order, *collect* (every runner steps its
   envs ``rollout_steps`` times with the rollout copy) -> *insert* (chunks within the staleness bound enter the
@@ -64,7 +65,7 @@ class AsyncEngine(BaseEngine):
         """Learner updates (gradient steps) so far, as the policy reports them (``stats/updates``)."""
         self.updates_at_sync = 0
         self.dropped_chunks = 0
-        self.stream: RayStream | None = RayStream(self) if self.execution.mode == "ray" else None
+        self.stream: Stream | None = Stream(self) if self.execution.concurrent else None
 
     # -- the loop ----------------------------------------------------------------------------------------
     def iteration(self) -> dict[str, float]:
@@ -72,9 +73,6 @@ class AsyncEngine(BaseEngine):
         if self.stream is not None:
             return self.stream.iteration()
         return self._local_iteration()
-
-    def _learner_version(self) -> int:
-        return int(getattr(self.execution, "version", self.policy_group.version))
 
     def _count_updates(self, metrics: dict[str, float]) -> int:
         """Updates a learn call made (``stats/updates``; a policy that does not say counts as one)."""
@@ -95,8 +93,8 @@ class AsyncEngine(BaseEngine):
             self.record_rollout(stats)
         t_collect = clock()
         # insert: chunks within the staleness bound enter the buffer
-        version = self._learner_version()
-        lags = [version - int(chunk.weight_version) for chunk, _ in collected]
+        version = execution.version
+        lags = [version - int(stats.weight_version) for _, stats in collected]
         kept = [chunk for (chunk, _), lag in zip(collected, lags, strict=True) if within(lag, bound)]
         self.dropped_chunks += len(collected) - len(kept)
         execution.add_chunks(kept)
@@ -116,13 +114,13 @@ class AsyncEngine(BaseEngine):
         self.profile["sync"] += end - t_learn
         metrics.update(lag_metrics(lags, self.dropped_chunks))
         metrics.update({
-            "perf/weight_version": float(self._learner_version()),
+            "perf/weight_version": float(execution.version),
             "perf/collect_s": collect_s,
             "perf/collect_sps": (self.env_steps - steps_before) / collect_s if collect_s > 0 else 0.0,
             "perf/updates_per_s": updates / learn_s if learn_s > 0 else 0.0,
             "perf/learner_idle_frac": 1.0 - learn_s / total if total > 0 else 0.0,
             "perf/rollout_idle_frac": 1.0 - collect_s / total if total > 0 else 0.0,
-            "async/buffer_size": float(len(execution.buffer)),
+            "async/buffer_size": float(execution.buffer_size()),
         })
         return metrics
 
@@ -143,8 +141,10 @@ class AsyncEngine(BaseEngine):
         self.dropped_chunks = int(counters.get("dropped_chunks", 0))
 
 
-class RayStream:
-    """The Ray shape of :class:`AsyncEngine`: runners stream chunks into the learner's buffer while it learns.
+class Stream:
+    """The concurrent shape of :class:`AsyncEngine`: runners stream chunks into the learner's buffer as it learns.
+
+    It uses the execution's streaming calls (``start_collect``, ``start_learn``, ``wait``, ...).
 
     The driver keeps, per runner, the chunks launched and not yet consumed by the learner (at most
     ``max_chunks_in_flight``), a list of finished chunks waiting for the learner, and up to
@@ -158,9 +158,8 @@ class RayStream:
         # default, one per core, oversubscribes a machine whose cores the actors already use)
         torch.set_num_threads(engine.config.policy.num_threads)
         self.engine = engine
-        self.execution: Any = engine.execution
-        self.ray = self.execution.ray
-        self.num_runners = len(self.execution.env_group.actors)
+        self.execution = engine.execution
+        self.num_runners = self.execution.num_runners
         #: per runner: (chunk_ref, stats_ref) launched, in launch order (an actor runs them in that order)
         self.collecting: list[deque[tuple[Any, Any]]] = [deque() for _ in range(self.num_runners)]
         #: per runner: chunks launched and not yet consumed by a finished learn call
@@ -198,7 +197,7 @@ class RayStream:
         ``[t - d, t]``, clipped to the iteration.
         """
         engine, ex, clock = self.engine, self.execution, time.perf_counter
-        target = engine.params.rollout_steps * ex.env_group.total_envs
+        target = ex.steps_per_collect(engine.params.rollout_steps)
         start, steps_before = clock(), engine.env_steps
         collect_busy = learner_busy = 0.0
         updates, learn_calls = 0, 0
@@ -211,12 +210,7 @@ class RayStream:
             self._submit_learn()
             heads = {q[0][1]: i for i, q in enumerate(self.collecting) if q}
             waiting = [*heads, *([self.learning[0][0]] if self.learning else [])]
-            done, _ = self.ray.wait(waiting, num_returns=1, timeout=timeout)
-            if not done:
-                from rlightning_core.distributed.execution import WorkerFailure
-
-                raise WorkerFailure(f"no chunk or learn result arrived within cluster.call_timeout_s={timeout:.0f}s")
-            done, _ = self.ray.wait(waiting, num_returns=len(waiting), timeout=0)
+            done = ex.wait(waiting, timeout)
             now = clock()
             for ref in done:
                 if ref in heads:  # a chunk is collected: account it and queue it for the learner

@@ -16,11 +16,11 @@ from typing import Any
 import attrs
 import numpy as np
 
-from rlightning_core.buffer.base import DataBuffer
 from rlightning_core.config.schema import MainConfig
-from rlightning_core.engine.execution import LocalExecution
+from rlightning_core.engine.contract import Execution
+from rlightning_core.engine.execution import build_execution
 from rlightning_core.engine.progress import ProgressBar
-from rlightning_core.env.runner import EnvRunner, RolloutStats
+from rlightning_core.env.runner import RolloutStats
 
 __all__ = ["BaseEngine", "EngineResult"]
 
@@ -54,6 +54,9 @@ class EngineResult:
 
 class BaseEngine(ABC):
     """Owns the run loop; engines differ in what one iteration does.
+
+    Subclasses drive the run through :attr:`execution` only (the
+    :class:`~rlightning_core.engine.contract.Execution` contract), so they run in one process and on Ray alike.
 
     Args:
         params: the engine's structured params.
@@ -94,15 +97,14 @@ class BaseEngine(ABC):
         self.evaluator: Any = None
         self.video: Any = None
         """The :class:`~rlightning_core.video.EpisodeVideoRecorder` when ``logging.video_every`` is set."""
-        self.execution = self._make_execution(buffer, preprocessors)
-        # local-mode shortcuts (tests, debugging); in ray mode these live in actors
+        self.execution: Execution = build_execution(config, env_group, policy_group, buffer, self.plugins,
+                                                    rollout_steps=self.rollout_steps(), preprocessors=preprocessors)
+        """Where the work runs: the engine's only way to collect, learn, sync, evaluate and checkpoint."""
         self.preprocessors = self.execution.preprocessors
-        self.buffer: DataBuffer | None = getattr(self.execution, "buffer", None)
-        self.runners: list[EnvRunner] = getattr(self.execution, "runners", [])
 
     def execution_version(self) -> int:
         """The learner's current weight version (what rollout data is compared with for policy lag)."""
-        return int(getattr(self.execution, "version", getattr(self.policy_group, "version", 0)))
+        return self.execution.version
 
     def rollout_steps(self) -> int:
         """Steps per env per iteration (``T``)."""
@@ -112,15 +114,6 @@ class BaseEngine(ABC):
         """Per env config, the env group's ``build_env_group(preprocess_fn=...)`` (``None`` where none)."""
         fns = getattr(self.env_group, "config_preprocess_fns", None)
         return list(fns) if fns is not None else [None] * len(self.config.env)
-
-    def _make_execution(self, buffer: Any, preprocessors: list[Any] | None) -> Any:
-        if self.config.cluster.mode == "ray":
-            from rlightning_core.distributed.execution import RayExecution
-
-            return RayExecution(self.config, self.env_group, self.policy_group, buffer, self.plugins,
-                                rollout_steps=self.rollout_steps())
-        return LocalExecution(self.config, self.env_group, self.policy_group, buffer, self.plugins,
-                              rollout_steps=self.rollout_steps(), preprocessors=preprocessors)
 
     # -- the loop ----------------------------------------------------------------------------------------
     @abstractmethod
@@ -144,12 +137,11 @@ class BaseEngine(ABC):
             from rlightning_core.video import require_moviepy
 
             require_moviepy("logging.video_every")
-        given = self.preprocessors if getattr(self.execution, "preprocessors_given", False) else None
+        given = self.preprocessors if self.execution.preprocessors_given else None
         self.run_ctx = ctx = prepare_run(cfg, run_dir, plugins=self.plugins, resume=resume_from is not None,
                                          preprocessors=given, preprocess_fns=self.preprocess_fns())
         self._log_plan(ctx.run_dir)
-        if hasattr(self.execution, "attach_run_dir"):  # e.g. Ray mode's seed ledger (seeds.jsonl)
-            self.execution.attach_run_dir(ctx.run_dir)
+        self.execution.attach_run_dir(ctx.run_dir)  # e.g. Ray mode's seed ledger (seeds.jsonl)
         self.checkpoints = CheckpointManager(ctx.run_dir / "checkpoints", keep_last=cfg.checkpoint.keep_last,
                                              keep_best=cfg.checkpoint.keep_best)
         status, reason, started = "completed", "total_steps", False
@@ -221,7 +213,7 @@ class BaseEngine(ABC):
         """The plan ``train --dry-run`` prints, from the same function, with the choices this run made."""
         from rlightning_core.plan import describe_plan
 
-        lines = describe_plan(self.config, run_dir=str(run_dir), sync=getattr(self.execution, "sync_plan", None),
+        lines = describe_plan(self.config, run_dir=str(run_dir), sync=self.execution.sync_plan,
                               plugins=self.plugins)
         log.info("%s", "\n".join(lines))
 
@@ -310,7 +302,7 @@ class BaseEngine(ABC):
             window.append((ep.episode_return, ep.length))
         for key, values in stats.metrics.items():
             self._pending_env_metrics.setdefault(f"env/{stats.label}/{key}", []).extend(values)
-        restarts, dropped = getattr(stats, "restarts", 0), getattr(stats, "dropped_episodes", 0)
+        restarts, dropped = stats.restarts, stats.dropped_episodes
         if restarts or dropped:  # failed workers recreated: running totals per env config
             counts = self.fault_counts.setdefault(stats.label, [0, 0])
             counts[0] += restarts

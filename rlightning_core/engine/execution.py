@@ -1,7 +1,8 @@
 """Where an engine's work runs. Engines call the same methods whether it is this process or a Ray cluster.
 
 :class:`LocalExecution` keeps env runners, learner, rollout copy and buffer as plain objects in this process;
-``rlightning_core.distributed.execution.RayExecution`` places them in actors behind the same interface.
+``rlightning_core.distributed.execution.RayExecution`` places them in actors. Both honour
+:class:`~rlightning_core.engine.contract.Execution`; :func:`build_execution` picks one from ``cluster.mode``.
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Sequence
+from pathlib import Path
 from typing import Any
 
 from rlightning_core.buffer.base import BufferSpec, Chunk, DataBuffer
@@ -19,7 +21,7 @@ from rlightning_core.env.seeding import derive_seed
 
 log = logging.getLogger("rlightning")
 
-__all__ = ["LocalExecution", "build_preprocessors"]
+__all__ = ["LocalExecution", "build_execution", "build_preprocessors"]
 
 
 def build_preprocessors(config: MainConfig, registry: Any, observation_space: Any, num_envs: int) -> list[Any]:
@@ -31,15 +33,53 @@ def build_preprocessors(config: MainConfig, registry: Any, observation_space: An
     return out
 
 
+def build_execution(config: MainConfig, env_group: Any, policy_group: Any, buffer: Any, plugins: Any, *,
+                    rollout_steps: int, preprocessors: list[Any] | None = None) -> Any:
+    """The execution of ``config.cluster.mode``: :class:`LocalExecution`, or ``RayExecution`` on a Ray cluster.
+
+    The one place that asks which mode a run is in; engines receive the result and use only its
+    :class:`~rlightning_core.engine.contract.Execution` methods.
+    """
+    if config.cluster.mode == "ray":
+        from rlightning_core.distributed.execution import RayExecution
+
+        return RayExecution(config, env_group, policy_group, buffer, plugins, rollout_steps=rollout_steps)
+    return LocalExecution(config, env_group, policy_group, buffer, plugins, rollout_steps=rollout_steps,
+                          preprocessors=preprocessors)
+
+
+class _Done:
+    """A handle of work that ran when it was submitted (one process): it holds the result."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def _result(handle: Hashable) -> Any:
+    if not isinstance(handle, _Done):
+        raise TypeError(f"not a handle this execution returned: {handle!r}")
+    return handle.value
+
+
 def column_labels(env_group: Any) -> list[str]:
     """The env-config label of every buffer column."""
     return [lbl for lbl, n in zip(env_group.labels, env_group.num_envs_per_worker, strict=True) for _ in range(n)]
 
 
 class LocalExecution:
-    """Everything in this process: deterministic for a seed, debuggable with a plain debugger."""
+    """Everything in this process: deterministic for a seed, debuggable with a plain debugger.
+
+    Honours :class:`~rlightning_core.engine.contract.Execution`. Submitted work (``start_collect``,
+    ``start_learn``) runs at submission, in order. Besides the contract, ``runners``, ``buffer`` and
+    ``policy_group`` are the in-process objects, for tests and debugging (engines must not use them: they do
+    not exist on Ray).
+    """
 
     mode = "local"
+    concurrent = False
+    sync_plan = None
 
     def __init__(self, config: MainConfig, env_group: Any, policy_group: Any, buffer: Any, plugins: Any, *,
                  rollout_steps: int, preprocessors: list[Any] | None = None) -> None:
@@ -69,6 +109,7 @@ class LocalExecution:
             self.runners.append(EnvRunner(worker, policy_group.rollout, pre, column=column,
                                           label=label, needs_next_obs=self.buffer.needs_next_obs, **hooks))
             column += worker.num_envs
+        self._rollout_queue: list[Chunk] = []  # start_learn: chunks waiting for a free column (on-policy)
         self._enable_restarts(config, env_group)
 
     @staticmethod
@@ -124,6 +165,27 @@ class LocalExecution:
                           extras_spec=dict(type(learner).extras_spec), column_labels=column_labels(self.env_group),
                           device=getattr(learner, "device", "cpu"), seed=self.config.seed)
 
+    @property
+    def version(self) -> int:
+        """The learner's weight version (bumped by every :meth:`sync`)."""
+        return int(self.policy_group.version)
+
+    @property
+    def num_runners(self) -> int:
+        """Env runners, one per env worker."""
+        return len(self.runners)
+
+    def steps_per_collect(self, num_steps: int) -> int:
+        """Env steps one :meth:`collect` of ``num_steps`` adds."""
+        return num_steps * self.env_group.total_envs
+
+    def attach_run_dir(self, run_dir: Path) -> None:
+        """Nothing to record: in one process every seed derives from the run seed (no seed ledger)."""
+
+    def buffer_size(self) -> int:
+        """Transitions in the buffer."""
+        return len(self.buffer)
+
     def reset(self, seed: int) -> None:
         """Seed and reset every runner: worker ``w`` of config ``c`` gets ``derive_seed(seed, 1, c, w)``."""
         group = self.env_group
@@ -164,6 +226,73 @@ class LocalExecution:
         t0 = time.perf_counter()
         version = self.policy_group.sync_weights()
         return version, {"sync/seconds": time.perf_counter() - t0}
+
+    # -- the streaming shape: each call runs at submission -------------------------------------------------
+    def start_collect(self, index: int, num_steps: int) -> tuple[Chunk, Hashable]:
+        """Runner ``index`` collects ``num_steps`` steps now; returns the chunk and a handle of its stats."""
+        chunk, stats = self._collect_one(index, num_steps)
+        return chunk, _Done(stats)
+
+    def finish_collect(self, index: int, stats_handle: Hashable) -> RolloutStats | None:
+        """The stats of a chunk :meth:`start_collect` collected (a failed runner was recreated inside it)."""
+        return _result(stats_handle)
+
+    def start_learn(self, progress: float, chunks: Sequence[Chunk], *, version: int,
+                    max_staleness: int | None) -> Hashable:
+        """Store the chunks within the staleness bound, learn once now; returns a handle of the result.
+
+        An on-policy buffer learns from whole rollouts: chunks wait (in arrival order) until their columns are
+        free, every full rollout is learned from and the buffer emptied; ``stats/updates`` is 0 when none was
+        complete.
+        """
+        t0 = time.perf_counter()
+        lags: list[int] = []
+        dropped = 0
+        fresh = []
+        for chunk in chunks:
+            lag = int(version) - int(chunk.weight_version)
+            if max_staleness is not None and lag > max_staleness:
+                dropped += 1
+                continue
+            fresh.append(chunk)
+            lags.append(lag)
+        buffer: Any = self.buffer
+        if not hasattr(buffer, "is_free"):  # off-policy: store everything, one learn call
+            for chunk in fresh:
+                buffer.add(chunk)
+            metrics = self.policy_group.learn(buffer, progress=progress)
+            return _Done({"metrics": metrics, "lags": lags, "dropped": dropped,
+                          "busy_s": time.perf_counter() - t0})
+        learned: list[dict[str, float]] = []
+        queue = [*self._rollout_queue, *fresh]
+        while True:
+            waiting = []
+            for chunk in queue:
+                if buffer.is_free(int(chunk.column), int(chunk.num_envs)):
+                    buffer.add(chunk)
+                else:
+                    waiting.append(chunk)
+            queue = waiting
+            if not buffer.full:
+                break
+            learned.append(self.policy_group.learn(buffer, progress=progress))
+            buffer.reset()
+        self._rollout_queue = queue
+        metrics = _mean(learned) if learned else {}
+        metrics["stats/updates"] = float(sum(m.get("stats/updates", 1.0) for m in learned))
+        return _Done({"metrics": metrics, "lags": lags, "dropped": dropped, "busy_s": time.perf_counter() - t0})
+
+    def finish_learn(self, handle: Hashable) -> dict[str, Any]:
+        """The result of a :meth:`start_learn` (it already ran)."""
+        return dict(_result(handle))
+
+    def publish_weights(self) -> tuple[int, dict[str, float]]:
+        """:meth:`sync`: in one process the copy is immediate, and the next chunk uses it."""
+        return self.sync()
+
+    def wait(self, handles: Sequence[Hashable], timeout: float) -> list[Hashable]:
+        """Every handle: work submitted here has already run."""
+        return list(handles)
 
     def eval_policy(self) -> Any:
         """A policy holding the current weights, for evaluation in this process."""
@@ -211,4 +340,10 @@ class LocalExecution:
         self._on_runner(index, lambda runner: runner.reset(seed=seed))
 
     def close(self) -> None:
-        """Nothing to release in one process (the env group is closed by its owner)."""
+        """Nothing to release in one process (the env group is closed by its owner): a no-op."""
+
+
+def _mean(rows: list[dict[str, float]]) -> dict[str, float]:
+    """Per key, the mean over the rows that have it."""
+    keys = {k for row in rows for k in row}
+    return {k: float(sum(r[k] for r in rows if k in r) / sum(1 for r in rows if k in r)) for k in sorted(keys)}

@@ -19,6 +19,7 @@ from rlightning_core.testing._common import ConformanceError, ConformanceReport
 from rlightning_core.testing.buffers import check_buffer, make_chunk
 from rlightning_core.testing.engines import check_engine
 from rlightning_core.testing.envs import check_env
+from rlightning_core.testing.execution import check_execution
 from rlightning_core.testing.loggers import check_logger
 from rlightning_core.testing.policies import check_policy
 from rlightning_core.testing.preprocessors import check_preprocessor
@@ -31,6 +32,7 @@ __all__ = [
     "check_component",
     "check_engine",
     "check_env",
+    "check_execution",
     "check_logger",
     "check_policy",
     "check_preprocessor",

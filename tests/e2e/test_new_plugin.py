@@ -35,6 +35,41 @@ def test_scaffold_files_are_complete_python(kind):
             ast.parse(text, filename=path)
     assert '[project.entry-points.rlightning]\nmy-thing = "rlightning_my_thing.plugin"' in files["pyproject.toml"]
     assert f"check_{kind}(\"my-thing\"" in files["tests/test_my_thing_conformance.py"]
+    assert ("tests/test_my_thing_trains.py" in files) == (kind == "engine")
+
+
+def test_the_engine_scaffold_uses_only_the_execution_contract():
+    """The generated engine drives the run through ``self.execution`` (it trains on Ray too): no runners,
+    buffer or policy group, which are empty on Ray; its generated test trains in local mode and on Ray."""
+    _, files = plan_files("my-loop", "engine")
+    engine = files["rlightning_my_loop/engine.py"]
+    for call in ("self.execution.collect(", "self.execution.learn(", "self.execution.sync("):
+        assert call in engine
+    for local_only in ("self.runners", "self.buffer", "self.policy_group", "getattr(", "hasattr("):
+        assert local_only not in engine
+    trains = files["tests/test_my_loop_trains.py"]
+    assert '@pytest.mark.parametrize("mode", ["local", "ray"])' in trains
+    assert '"cluster": {"mode": mode, "num_cpus": 3}' in trains
+
+
+@pytest.mark.ray
+def test_the_generated_engine_passes_its_tests_trains_locally_and_on_ray(tmp_path):
+    """The scaffold's own tests, untouched: listed, conforming, and trained once in one process and once on a
+    real private Ray cluster. Installed the way pip would (a dist-info with its entry point on the path), without
+    building a wheel."""
+    proc = rl("new-plugin", "my-loop", "--kind", "engine", "--dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    dist = tmp_path / "rlightning-my-loop"
+    info = dist / "rlightning_my_loop-0.1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: rlightning-my-loop\nVersion: 0.1.0\n")
+    (info / "entry_points.txt").write_text("[rlightning]\nmy-loop = rlightning_my_loop.plugin\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RLIGHTNING_") and k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(dist)  # the driver and the Ray workers it starts
+    tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", str(dist / "tests")],
+                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900, check=False)
+    assert tests.returncode == 0, tests.stdout[-4000:] + tests.stderr[-2000:]
+    assert "4 passed" in tests.stdout and "skipped" not in tests.stdout, tests.stdout[-2000:]
 
 
 def test_bad_names_and_existing_folders_are_user_errors(tmp_path):
@@ -90,4 +125,4 @@ def test_every_scaffold_installs_lists_and_passes_its_tests(tmp_path):
     proc = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600, check=False)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert f"{2 * len(KINDS)} passed" in proc.stdout
+    assert f"{2 * len(KINDS) + 2} passed" in proc.stdout  # + the engine's training test, local and Ray

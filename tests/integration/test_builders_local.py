@@ -55,11 +55,11 @@ def test_preprocess_fn_per_env_config_reaches_the_policy_the_buffer_and_evaluati
     ex = engine.execution
     ex.reset(config.seed)
     ex.collect(8)
-    obs = engine.buffer["obs"].numpy()  # [T, 5 envs, 4]: config a's 2 columns, then config b's 3
+    obs = engine.execution.buffer["obs"].numpy()  # [T, 5 envs, 4]: config a's 2 columns, then config b's 3
     assert (obs[:, :2] > SHIFT_A - 10).all() and (obs[:, 2:] < SHIFT_B + 10).all()
     # the policy acted on these (shifted) observations: its recorded values are its values of them
     values = engine.policy_group.rollout.value(obs.reshape(-1, 4)).reshape(8, 5)
-    np.testing.assert_allclose(engine.buffer["value"].numpy(), values, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(engine.execution.buffer["value"].numpy(), values, rtol=1e-5, atol=1e-5)
 
     def evaluate(_execution):
         engine.evaluator.policy = recorder = RecordingPolicy(engine.evaluator.policy)
@@ -98,8 +98,8 @@ def test_obs_preprocessor_may_be_a_plain_function(cartpole_config):
     ex = engine.execution
     ex.reset(config.seed)
     ex.collect(8)
-    assert (engine.buffer["obs"].numpy() > SHIFT_A - 10).all()
-    assert set(np.unique(engine.buffer["rewards"].numpy())) == {0.5}  # CartPole pays 1 per step
+    assert (engine.execution.buffer["obs"].numpy() > SHIFT_A - 10).all()
+    assert set(np.unique(engine.execution.buffer["rewards"].numpy())) == {0.5}  # CartPole pays 1 per step
 
 
 def test_the_manifest_records_the_builders_preprocessors_and_resume_checks_them(tmp_path, cartpole_config):

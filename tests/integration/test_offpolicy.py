@@ -181,11 +181,11 @@ def test_chunks_staler_than_max_staleness_are_dropped(tmp_path, build_run):
     rollout.weight_version = engine.policy_group.version - 2  # as if it had missed two syncs
     metrics = engine.iteration()
     assert metrics["async/dropped_chunks"] == 2 and metrics["async/policy_lag_min"] == 2
-    assert len(engine.buffer) == 0 and engine.env_steps == 64  # collected, counted, not stored
+    assert len(engine.execution.buffer) == 0 and engine.env_steps == 64  # collected, counted, not stored
     rollout.weight_version = engine.policy_group.version - 1  # within the bound
     metrics = engine.iteration()
     assert metrics["async/dropped_chunks"] == 2 and metrics["async/policy_lag_max"] == 1
-    assert len(engine.buffer) == 64
+    assert len(engine.execution.buffer) == 64
 
 
 def test_async_engine_passes_the_engine_conformance_kit(conformance):
@@ -196,8 +196,8 @@ def test_async_engine_passes_the_engine_conformance_kit(conformance):
 def test_prioritized_dqn_updates_the_priorities_of_its_buffer(tmp_path, build_run):
     engine = build_run(example("cartpole_dqn", *DQN_TINY, "engine.total_steps=1024"))
     engine.run(tmp_path / "run")
-    sampler = engine.buffer.sampler
-    priorities = sampler.priorities(np.arange(len(engine.buffer)))
+    sampler = engine.execution.buffer.sampler
+    priorities = sampler.priorities(np.arange(len(engine.execution.buffer)))
     assert engine.updates > 0 and len(np.unique(priorities)) > 100  # fed back from |TD errors|, not uniform
 
 
@@ -244,3 +244,22 @@ def test_ray_streaming_respects_max_staleness(ray_cluster, tmp_path, build_run):
     assert lags and max(lags) <= 1  # no stored (hence no sampled) transition beyond the bound
     versions = [r["perf/weight_version"] for r in got]
     assert versions == sorted(versions) and versions[-1] > 5
+
+
+@needs_plugins
+def test_the_streaming_shape_trains_on_a_local_execution_too(tmp_path, build_run):
+    """The async engine's concurrent loop uses only the contract's streaming calls, which a LocalExecution runs
+    at submission: driven through it, a run in one process collects every step, learns and publishes weights."""
+    from rlightning_core.engine.async_engine import Stream
+
+    config = example("pendulum_sac", *SAC_TINY, "engine.total_steps=1024", "engine.params.sync_every=50",
+                     "env.num_workers=2", "logging.log_every=1")
+    engine = build_run(config)
+    engine.stream = Stream(engine)  # the loop a concurrent (Ray) execution gets
+    result = engine.run(tmp_path / "run")
+    got = [r for r in rows(tmp_path / "run") if "iteration" in r]
+    assert result.env_steps == 1024 and got[-1]["step"] == 1024
+    assert sum(r["stats/updates"] for r in got) > 0 and "loss/critic" in got[-1]
+    versions = [r["perf/weight_version"] for r in got]
+    assert versions == sorted(versions) and versions[-1] > 1  # publish_weights bumped the version
+    assert engine.policy_group.rollout.weight_version == engine.policy_group.version  # published into the copy

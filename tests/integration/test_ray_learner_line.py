@@ -86,13 +86,10 @@ def test_the_learners_line_changes_the_transport_not_the_result(ray_cluster, tmp
             rows = [json.loads(x) for x in (tmp_path / f"run-{line}" / "metrics.jsonl").read_text().splitlines()]
             versions = [r["perf/weight_version"] for r in rows if "perf/weight_version" in r]
             assert versions == sorted(versions) and versions[-1] > 1
-            # the learner's own time, which the collect call's time includes (and collect_s does not)
+            # engines use only the execution contract: the sync engine no longer chains its learn onto the collect,
+            # so the line (reached only through chain_learn, as above) carries no iteration of the run itself
             iterations = [r for r in rows if "perf/collect_s" in r]
-            assert all(("perf/learner_busy_s" in r) == line for r in iterations)
-            if line:  # inside the iteration's own time (the driver's clock around the call that includes it)
-                took = np.diff([0.0, *(r["time/train_s"] for r in iterations)])
-                assert all(0 < r["perf/learner_busy_s"] <= t and r["perf/collect_s"] > 0
-                           for r, t in zip(iterations, took, strict=True)), (iterations, took)
+            assert not any("perf/learner_busy_s" in r for r in iterations)
         finally:
             ex.close()
     (w_line, s_line), (w_ray, s_ray) = outcome[True], outcome[False]

@@ -120,7 +120,7 @@ def test_ppo_raise_stops_before_the_step_with_the_iteration_and_metric(tmp_path)
     _need("ppo")
     engine = _build(CARTPOLE, *SMALL)
     before = {k: v.clone() for k, v in engine.policy_group.learner.net.state_dict().items()}
-    _poison_minibatches(engine.buffer, first=1)
+    _poison_minibatches(engine.execution.buffer, first=1)
     with pytest.raises(NonFiniteError, match=r"iteration 1 \(128 env steps so far\): non-finite values in ppo "
                                              r"update \(optimizer step 1 of learn call 1\): loss/policy=nan"):
         engine.run(tmp_path / "run")
@@ -131,7 +131,7 @@ def test_ppo_raise_stops_before_the_step_with_the_iteration_and_metric(tmp_path)
 def test_ppo_skip_drops_the_bad_updates_and_keeps_training(tmp_path):
     _need("ppo")
     engine = _build(CARTPOLE, *SMALL, "policy.nan_policy=skip")
-    _poison_minibatches(engine.buffer, first=3)
+    _poison_minibatches(engine.execution.buffer, first=3)
     result = engine.run(tmp_path / "run")
     assert result.stop_reason == "total_steps"
     skipped = [r["train/skipped_nonfinite_steps"] for r in _rows(tmp_path / "run") if "iteration" in r]
@@ -170,7 +170,7 @@ def test_ppo_nan_from_the_cli_exits_1_with_a_message_and_no_traceback(tmp_path, 
 def test_sac_raise_names_the_critic_loss(tmp_path):
     _need("sac")
     engine = _build(ROOT / "examples" / "pendulum_sac.yaml", *SAC_TINY)
-    _poison_samples(engine.buffer, first=1)
+    _poison_samples(engine.execution.buffer, first=1)
     expected = r"iteration \d+ .*sac critic update \(optimizer step \d+ of learn call \d+\): loss/critic=nan"
     with pytest.raises(NonFiniteError, match=expected):
         engine.run(tmp_path / "run")
@@ -179,7 +179,7 @@ def test_sac_raise_names_the_critic_loss(tmp_path):
 def test_sac_skip_keeps_training_with_finite_parameters(tmp_path):
     _need("sac")
     engine = _build(ROOT / "examples" / "pendulum_sac.yaml", *SAC_TINY, "policy.nan_policy=skip")
-    _poison_samples(engine.buffer, first=2)
+    _poison_samples(engine.execution.buffer, first=2)
     result = engine.run(tmp_path / "run")
     assert result.stop_reason == "total_steps"
     skipped = [r["train/skipped_nonfinite_steps"] for r in _rows(tmp_path / "run") if "iteration" in r]
@@ -191,7 +191,7 @@ def test_sac_skip_keeps_training_with_finite_parameters(tmp_path):
 def test_dqn_nan_policy(tmp_path, nan_policy):
     _need("dqn")
     engine = _build(ROOT / "examples" / "cartpole_dqn.yaml", *DQN_TINY, f"policy.nan_policy={nan_policy}")
-    _poison_samples(engine.buffer, first=2, value=float("inf"))
+    _poison_samples(engine.execution.buffer, first=2, value=float("inf"))
     if nan_policy == "raise":
         with pytest.raises(NonFiniteError, match=r"dqn update \(optimizer step 1 of learn call \d+\): loss/td=inf"):
             engine.run(tmp_path / "run")
