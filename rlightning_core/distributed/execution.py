@@ -893,7 +893,7 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
         if self.strategy == "node_shared":  # remove this run's shared-memory files (writers unlink)
             try:
                 self.ray.get([m.shm_detach.remote(True) for m in [self.learner, *self.rollout_actors]],
-                             timeout=30)
+                             timeout=self.config.cluster.close_timeout_s)
             except Exception:
                 pass
         self._drain_staging(ignore_errors=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -116,3 +117,72 @@ def test_an_env_runner_killed_while_a_checkpoint_is_taken_is_recreated_and_the_c
     finally:
         kill_session(proc.pid)
 
+
+HUNG_PAIR = """
+seed: 1
+env:
+  - type: faulty
+    name: hangs
+    params: {{mode: hang, fail_worker: null, fail_at_step: 3, faults: 2, count_dir: {dir}/faults, hang_s: 3600}}
+    num_envs: 2
+    num_workers: 3
+    step_timeout_s: 3
+policy: {{type: ppo, params: {{epochs: 1, minibatch_size: 12}}}}
+engine: {{type: sync, params: {{rollout_steps: 4}}, total_steps: 72, eval_every: 0, eval_episodes: 1,
+          target_eval_return: null}}
+cluster: {{mode: ray, num_cpus: 4, max_restarts: {max_restarts}, weight_sync: broadcast, call_timeout_s: 120}}
+checkpoint: {{every: 0}}
+logging: {{progress: false}}
+"""
+"""Three env runners; at their third step two of them (the first two to take one of the 2 faults) block for an
+hour, in the same collect. Their collect's deadline is env.step_timeout_s x (4 steps + 1) = 15 s."""
+
+COLLECT_DEADLINE = "its collect of 4 steps did not finish within 15s (env.step_timeout_s=3 x 5 steps)"
+
+
+def _hung_workers(err: str) -> set[str]:
+    return set(re.findall(r"env\[0\] \(hangs\) worker (\d) failed \(" + re.escape(COLLECT_DEADLINE) + r"\)", err))
+
+
+def test_two_env_runners_hung_at_once_under_broadcast_sync_are_recreated_by_their_step_deadline(
+        tmp_path, faulty_site, training_plugins):
+    """Both hung runners are found by their collect's step-derived deadline, recreated together, and the weight-sync
+    group is re-formed without waiting on either: the run finishes. No wait ran into cluster.call_timeout_s."""
+    config = tmp_path / "hung.yaml"
+    config.write_text(HUNG_PAIR.format(dir=tmp_path, max_restarts=3))
+    run_dir = tmp_path / "run"
+    proc = _start(config, run_dir, faulty_site)
+    try:
+        err = _finish(proc)
+        assert proc.returncode == 0, err
+        assert "Traceback" not in err, err
+        assert len(list((tmp_path / "faults").iterdir())) == 2  # two runners hung
+        assert len(_hung_workers(err)) == 2, err  # each named, with the deadline that fired
+        assert err.count("recreating it") == 2, err
+        assert "cluster.call_timeout_s" not in err and "weight-sync group" not in err, err
+        assert _iterations(run_dir)[-1]["env/hangs/restarts"] == 2.0
+    finally:
+        kill_session(proc.pid)
+
+
+def test_two_hung_env_runners_past_max_restarts_stop_the_run_naming_both(tmp_path, faulty_site, training_plugins):
+    """One restart left for two hung runners: the run stops at once (exit 1, no traceback) with a message naming
+    both runners and the step deadline each missed, and leaves no process behind."""
+    config = tmp_path / "hung.yaml"
+    config.write_text(HUNG_PAIR.format(dir=tmp_path, max_restarts=1))
+    proc = _start(config, tmp_path / "run", faulty_site)
+    try:
+        err = _finish(proc)
+        assert proc.returncode == 1, err
+        assert "Traceback" not in err, err
+        assert "recreating it" not in err, err
+        stop = [line for line in err.splitlines() if "worker restarts are used up" in line]
+        assert len(stop) == 1, err
+        hung = sorted(set(re.findall(r"env\[0\] \(hangs\) worker (\d): " + re.escape(COLLECT_DEADLINE), stop[0])))
+        assert len(hung) == 2, stop[0]  # each with the deadline it missed
+        a, b = hung
+        assert (f"env[0] (hangs, type 'faulty') worker {a} and env[0] (hangs, type 'faulty') worker {b} failed and "
+                "cluster.max_restarts=1 worker restarts are used up") in stop[0], stop[0]
+        assert "cluster.call_timeout_s" not in err and "weight-sync group" not in err, err
+    finally:
+        kill_session(proc.pid)
