@@ -17,6 +17,13 @@ from rlightning_core.buffer.base import BufferSpec
 from rlightning_core.config.schema import MainConfig
 from rlightning_core.distributed.channel import ChannelLost, ChannelTimeout, rebuild_error
 from rlightning_core.distributed.cluster import RayCluster
+from rlightning_core.distributed.deadlines import (
+    Deadline,
+    RunnerTimeout,
+    env_work_deadline,
+    name_runner,
+    name_runners,
+)
 from rlightning_core.distributed.early_start import EarlyRolloutMixin
 from rlightning_core.distributed.env_group import RemoteEnvGroup, remote_class
 from rlightning_core.distributed.inference_servers import InferenceServersMixin
@@ -244,6 +251,7 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
         self._eval_policy: Any = None
         self._eval_version = -1
         self.restarts = 0
+        self._in_flight: dict[int, list[int]] = {}  # per runner: steps of the streamed collects it has queued
         log.info("ray startup: %s", ", ".join(f"{k[:-2]} {v:.2f}s" for k, v in self.startup.items()))
 
     # -- helpers -----------------------------------------------------------------------------------------
@@ -421,11 +429,33 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
         backend = self.backend(members)
         addr, port = self._get(self.learner.free_port.remote(), cc.call_timeout_s, "pick a rendezvous port")
         bucket = int(cc.bucket_mb * (1 << 20))
-        sigs = self._get([m.init_collective.remote(addr, port, rank, len(members), backend, bucket)
-                          for rank, m in enumerate(members)], cc.call_timeout_s, "form the weight-sync group")
+        # every member is idle here (hung runners were recreated first): the rendezvous is bounded like a
+        # transfer, in the driver and in each member's torch.distributed store alike
+        refs = [m.init_collective.remote(addr, port, rank, len(members), backend, bucket, cc.call_timeout_s)
+                for rank, m in enumerate(members)]
+        _, pending = self.ray.wait(refs, num_returns=len(refs), timeout=cc.call_timeout_s)
+        if pending:
+            missing = [self._member_name(refs.index(r)) for r in pending]
+            raise WorkerFailure(f"the weight-sync group ({backend}, rendezvous at {addr}:{port}) did not form within "
+                                f"cluster.call_timeout_s={cc.call_timeout_s:g}s: {', '.join(missing)} did not join")
+        sigs = []
+        for rank, ref in enumerate(refs):
+            try:
+                sigs.append(self.ray.get(ref))
+            except self.ray.exceptions.RayActorError as exc:
+                raise WorkerFailure(f"{self._member_name(rank)} died while the weight-sync group formed: {exc}") \
+                    from exc
         if len(set(sigs)) != 1:
             raise WorkerFailure(f"learner and rollout copies disagree on the weight layout ({sigs}); the same "
                                 "policy class and spaces must be used everywhere")
+
+    def _member_name(self, rank: int) -> str:
+        """Who rank ``rank`` of the weight-sync group is: the learner, an env runner or an inference server."""
+        if rank == 0:
+            return "the learner"
+        if self.inference_server:
+            return f"inference server {rank - 1}"
+        return name_runner(self.env_group.slots[rank - 1])
 
     # -- the execution interface ---------------------------------------------------------------------------
     def reset(self, seed: int) -> None:
@@ -433,20 +463,30 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
         slots = self.env_group.slots
         refs = [a.reset.remote(derive_seed(seed, 1, s.config_index, s.worker_index))
                 for a, s in zip(self.env_group.actors, slots, strict=True)]
+        start = time.monotonic()
+        failed: list[tuple[int, BaseException]] = []
         for i, ref in enumerate(refs):  # a worker whose reset fails or hangs is recreated (it resets itself)
+            deadline = self._env_deadline(i, 1)
             try:
-                self.ray.get(ref, timeout=self._call_timeout(i, 1))
-            except (self.ray.exceptions.RayActorError, self.ray.exceptions.GetTimeoutError, EnvStepError) as exc:
-                self._restart_runner(i, exc)
+                self.ray.get(ref, timeout=max(0.0, start + deadline.seconds - time.monotonic()))
+            except self.ray.exceptions.GetTimeoutError:
+                failed.append((i, RunnerTimeout("its reset", deadline)))
+            except (self.ray.exceptions.RayActorError, EnvStepError) as exc:
+                failed.append((i, exc))
+        self._restart_runners(failed)
 
-    def _call_timeout(self, index: int, steps: int) -> float:
+    def _env_deadline(self, index: int, steps: int) -> Deadline:
         """How long ``steps`` env steps of worker ``index`` may take before it counts as hung and is recreated.
 
-        ``env.step_timeout_s`` per step (+1 for a reset), capped by ``cluster.call_timeout_s``.
+        ``env.step_timeout_s`` per step (+1 for the call), capped by ``cluster.call_timeout_s``
+        (:func:`~rlightning_core.distributed.deadlines.env_work_deadline`).
         """
-        limit = self.env_group.slots[index].cfg.step_timeout_s
-        call = self.config.cluster.call_timeout_s
-        return call if limit is None else min(call, limit * (steps + 1))
+        return env_work_deadline(self.env_group.slots[index].cfg.step_timeout_s, self.config.cluster.call_timeout_s,
+                                 steps)
+
+    def _call_timeout(self, index: int, steps: int) -> float:
+        """:meth:`_env_deadline` in seconds."""
+        return self._env_deadline(index, steps).seconds
 
     def steps_per_collect(self, num_steps: int) -> int:
         """Env steps one :meth:`collect` of ``num_steps`` adds (every runner steps each of its envs)."""
@@ -530,6 +570,7 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
             todo = {i: c[1] for i, c in enumerate(calls) if c is not None}
         answering = [i for i in direct if i not in {j for j, _ in lost}]
         faults = [0] * len(actors)
+        submitted = dict.fromkeys(range(len(actors)), time.monotonic())  # each collect's deadline counts from here
         while todo or answering or lost:
             failed: list[tuple[int, BaseException]] = lost
             lost = []
@@ -541,27 +582,29 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
                     hub.detach(i)
                     failed.append((i, exc))  # died, hung, or its env raised / returned NaN
             answering = []
-            for i, ref in list(todo.items()):
+            for i, ref in list(todo.items()):  # died, hung, or its env raised / returned NaN
+                deadline = self._env_deadline(i, num_steps)
                 try:
-                    stats[i] = self.ray.get(ref, timeout=self._call_timeout(i, num_steps))
+                    stats[i] = self.ray.get(ref, timeout=max(0.0, submitted[i] + deadline.seconds - time.monotonic()))
                     del todo[i]
-                except (self.ray.exceptions.RayActorError, self.ray.exceptions.GetTimeoutError, EnvStepError) as exc:
-                    failed.append((i, exc))  # died, hung, or its env raised / returned NaN
-            # recreate, then collect again. Dead or hung actors first: re-forming the weight-sync group needs
-            # every other member responsive (a runner whose env raised is idle and can take part)
-            failed.sort(key=lambda f: isinstance(f[1], EnvStepError))
+                except self.ray.exceptions.GetTimeoutError:
+                    failed.append((i, RunnerTimeout(f"its collect of {num_steps} steps", deadline)))
+                except (self.ray.exceptions.RayActorError, EnvStepError) as exc:
+                    failed.append((i, exc))
+            # recreate every failed runner (all at once: the weight-sync group is re-formed without a hung one),
+            # then collect again
             voided: list[Any] = []
             if failed:
                 chained = None  # it fails on its failed chunk arguments without running; learn() resubmits
                 presync, voided = [], presync  # so do the transfers of its weights
-            for i, err in failed:
-                faults[i] += 1
-                self._restart_runner(i, err)
+            for i, n in self._restart_runners(failed).items():
+                faults[i] += n
             if voided:  # only now: a hung runner's transfer (queued behind its collect) ends when it is killed
                 with contextlib.suppress(Exception):
                     self.ray.get(voided, timeout=self.config.cluster.call_timeout_s)
             for i, _ in failed:
                 chunks[i], todo[i] = self.env_group.actors[i].collect.options(num_returns=2).remote(num_steps)
+                submitted[i] = time.monotonic()
         for i, n in enumerate(faults):
             if n:
                 stats[i].restarts += n
@@ -575,6 +618,61 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
         return stats
 
     def _restart_runner(self, index: int, exc: BaseException) -> Any:
+        """Recreate runner ``index`` (:meth:`_restart_runners`); returns its new handle."""
+        self._restart_runners([(index, exc)])
+        return self.env_group.actors[index]
+
+    def _restart_runners(self, failed: Sequence[tuple[int, BaseException]]) -> dict[int, int]:
+        """Recreate every runner in ``failed`` (died, hung, or its env raised) at once, then re-sync them.
+
+        All of them are replaced before the weight-sync group is re-formed, so its rendezvous never waits on a
+        runner that is still hung; a recreated runner must start and reset within its deadline
+        (:mod:`.deadlines`) before it joins, else it is recreated again. Past ``cluster.max_restarts`` the run
+        stops with a :class:`WorkerFailure` naming every runner of the round. Returns each runner's restarts.
+        """
+        counts: dict[int, int] = {}
+        while failed:
+            failed = [(i, exc) for i, exc in failed if not self._reattach_only(i, exc)]
+            if not failed:
+                break
+            if self.restarts + len(failed) > self.config.cluster.max_restarts:
+                self._give_up(failed)
+            replaced: list[int] = []
+            for index, exc in failed:
+                self.restarts += 1
+                log.warning("%s failed (%s); recreating it (restart %d of %d, episodes in flight dropped)",
+                            name_runner(self.env_group.slots[index]),
+                            str(exc).splitlines()[0] if str(exc) else type(exc).__name__, self.restarts,
+                            self.config.cluster.max_restarts)
+                replaced.append(index)
+                counts[index] = counts.get(index, 0) + 1
+            if self.inference_server:
+                self._revive_servers()  # the env actor may have failed because its server died
+            self._finish_sync(ignore_errors=True)  # a queued transfer the dead worker was part of failed or hangs
+            resets: dict[int, Any] = {}
+            errors = dict(failed)
+            for index in replaced:
+                self._in_flight.pop(index, None)
+                # an env that raised (or returned NaN) left its actor alive and idle: its envs are closed first
+                actor = self.env_group.restart(index, close_first=isinstance(errors[index], EnvStepError))
+                self._record_runner_seeds(index)
+                self._setup_runner(index, actor)
+                if self.sharded:
+                    self._bind_shards([index])  # an empty shard; its transitions in flight are lost with the worker
+                slot = self.env_group.slots[index]
+                resets[index] = actor.reset.remote(derive_seed(self.config.seed, 1, slot.config_index,
+                                                               slot.worker_index, slot.restarts))
+                self._track(index, resets[index])
+                if self.preprocessors:
+                    self._track(index, actor.load_preprocessor_states.remote(
+                        [_strip_private(p.state_dict()) for p in self.preprocessors]))
+            failed = self._started_and_reset(resets)
+        if counts:
+            self._resync_replaced(sorted(counts))
+        return counts
+
+    def _reattach_only(self, index: int, exc: BaseException) -> bool:
+        """Refuse an env config error; re-attach a live env actor whose inference server was replaced."""
         slot = self.env_group.slots[index]
         if isinstance(exc, EnvStepError) and exc.kind == "config" and not slot.restarts:  # see env.faults
             from rlightning_core.env.faults import env_config_error
@@ -582,56 +680,66 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
             cause = getattr(exc, "cause", None) or exc  # Ray's wrapper of the actor's error holds it as .cause
             raise env_config_error(f"env[{slot.config_index}]", f"env {slot.cfg.type!r} worker {slot.worker_index}: "
                                    f"{cause}") from None
-        if self.inference_server:
-            self._revive_servers()  # the env actor may have failed only because its server died
-            server = self.routes[index][0]
-            if self._runner_server_gen[index] != self.server_restarts[server] and self._alive(index):
-                log.warning("env worker %d lost its inference server; re-attached to the new one (episodes in "
-                            "flight dropped)", index)
-                self._setup_runner(index, self.env_group.actors[index])
-                slot = self.env_group.slots[index]
-                self.env_group.actors[index].reset.remote(
-                    derive_seed(self.config.seed, 1, slot.config_index, slot.worker_index, slot.restarts))
-                if self.preprocessors:
-                    self.env_group.actors[index].load_preprocessor_states.remote(
-                        [_strip_private(p.state_dict()) for p in self.preprocessors])
-                return self.env_group.actors[index]
-        self.restarts += 1
-        if self.restarts > self.config.cluster.max_restarts:
-            slot = self.env_group.slots[index]
-            cause = getattr(exc, "cause", None)
-            cause = cause if isinstance(cause, EnvStepError) else exc
-            raise WorkerFailure(f"env[{slot.config_index}] ({slot.label}, type {slot.cfg.type!r}) worker "
-                                f"{slot.worker_index} failed and cluster.max_restarts="
-                                f"{self.config.cluster.max_restarts} worker restarts are used up, so the run stops "
-                                f"(the last checkpoint is intact). Last failure: {cause}") from exc
-        log.warning("env worker %d failed (%s); recreating it (restart %d of %d, episodes in flight dropped)",
-                    index, str(exc).splitlines()[0] if str(exc) else type(exc).__name__, self.restarts,
-                    self.config.cluster.max_restarts)
-        if self.inference_server:
-            self._revive_servers()  # the env actor may have failed because its server died
-        self._finish_sync(ignore_errors=True)  # a queued transfer the dead worker was part of failed or hangs
-        # an env that raised (or returned NaN) left its actor alive and idle: its envs are closed first
-        actor = self.env_group.restart(index, close_first=isinstance(exc, EnvStepError))
-        self._record_runner_seeds(index)
-        self._setup_runner(index, actor)
-        if getattr(self, "sharded", False):
-            self._bind_shards([index])  # an empty shard; its transitions in flight are lost with the worker
-        slot = self.env_group.slots[index]
-        self._track(index, actor.reset.remote(derive_seed(self.config.seed, 1, slot.config_index,
-                                                          slot.worker_index, slot.restarts)))
+        if not self.inference_server:
+            return False
+        self._revive_servers()  # the env actor may have failed only because its server died
+        server = self.routes[index][0]
+        if self._runner_server_gen[index] == self.server_restarts[server] or not self._alive(index):
+            return False
+        log.warning("env worker %d lost its inference server; re-attached to the new one (episodes in "
+                    "flight dropped)", index)
+        self._setup_runner(index, self.env_group.actors[index])
+        self.env_group.actors[index].reset.remote(
+            derive_seed(self.config.seed, 1, slot.config_index, slot.worker_index, slot.restarts))
         if self.preprocessors:
-            self._track(index, actor.load_preprocessor_states.remote(
-                [_strip_private(p.state_dict()) for p in self.preprocessors]))
+            self.env_group.actors[index].load_preprocessor_states.remote(
+                [_strip_private(p.state_dict()) for p in self.preprocessors])
+        return True
+
+    def _give_up(self, failed: Sequence[tuple[int, BaseException]]) -> None:
+        """Restarts are used up: kill this round's failed runners (a hung one cannot close) and stop the run."""
+        slots = [self.env_group.slots[i] for i, _ in failed]
+        for index, _ in failed:
+            with contextlib.suppress(Exception):
+                self.ray.kill(self.env_group.actors[index], no_restart=True)
+        causes = []
+        for slot, (_, exc) in zip(slots, failed, strict=True):
+            cause = getattr(exc, "cause", None)
+            causes.append(f"{name_runner(slot)}: {cause if isinstance(cause, EnvStepError) else exc}")
+        who = name_runners(slots, with_type=True)
+        raise WorkerFailure(f"{who} failed and cluster.max_restarts={self.config.cluster.max_restarts} worker "
+                            f"restarts are used up, so the run stops (the last checkpoint is intact). Last "
+                            f"failure{'s' if len(causes) > 1 else ''}: {'; '.join(causes)}") from failed[-1][1]
+
+    def _started_and_reset(self, resets: dict[int, Any]) -> list[tuple[int, BaseException]]:
+        """Wait for the recreated runners to start and reset; those that do not in time are failures again."""
+        cc = self.config.cluster
+        start = time.monotonic()
+        failed: list[tuple[int, BaseException]] = []
+        for index, ref in resets.items():
+            step = env_work_deadline(self.env_group.slots[index].cfg.step_timeout_s, cc.call_timeout_s, 1)
+            deadline = Deadline(cc.actor_start_timeout_s + step.seconds,
+                                f"cluster.actor_start_timeout_s={cc.actor_start_timeout_s:g} + {step.source}")
+            try:
+                self.ray.get(ref, timeout=max(0.0, start + deadline.seconds - time.monotonic()))
+            except self.ray.exceptions.GetTimeoutError:
+                failed.append((index, RunnerTimeout("the recreated runner's start and reset", deadline)))
+            except (self.ray.exceptions.RayActorError, EnvStepError) as exc:
+                failed.append((index, exc))
+        return failed
+
+    def _resync_replaced(self, replaced: list[int]) -> None:
+        """Give the recreated runners the current weights: one re-formed group for every one of them."""
+        actors = [self.env_group.actors[i] for i in replaced]
         if self.inference_server:
-            pass  # the env actor holds no weights: its server has them
-        elif self.strategy in ("broadcast", "double_buffer"):
-            self._drain_staging(ignore_errors=True)  # a transfer the dead worker was part of failed or hangs
-            for m in [self.learner, *[a for j, a in enumerate(self.env_group.actors) if j != index]]:
+            return  # the env actors hold no weights: their servers have them
+        if self.strategy in ("broadcast", "double_buffer"):
+            self._drain_staging(ignore_errors=True)  # a transfer a dead worker was part of failed or hangs
+            for m in [self.learner, *[a for j, a in enumerate(self.env_group.actors) if j not in replaced]]:
                 m.leave_collective.remote()
             self._form_group()
             if self.strategy == "double_buffer":
-                self._enable_double_buffer([actor])
+                self._enable_double_buffer(actors)
                 self._stage(self.version, blocking=True)
             else:
                 self._broadcast(self.version)
@@ -639,9 +747,9 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
             self._setup_shared()
             self._shared_sync(self.version)
         else:  # the learner's weights now, which an async learner may have moved past this version's
-            self._exempt[index] = self.version
-            self._track(index, actor.set_weights.remote(self.learner.get_weights.remote(), self.version))
-        return actor
+            for index, actor in zip(replaced, actors, strict=True):
+                self._exempt[index] = self.version
+                self._track(index, actor.set_weights.remote(self.learner.get_weights.remote(), self.version))
 
     def _merge_preprocessors(self, stats: list[Any]) -> None:
         for k, pre in enumerate(self.preprocessors):
@@ -720,9 +828,37 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
             others = self._get([ln.buffer_state.remote() for ln in self.learners[1:]], timeout,
                                "fetch the buffer shards")
             buffer = {"shards": [buffer, *others]}
-        runners = self._get([a.state_dict.remote() for a in self.env_group.actors], timeout, "fetch env states")
         return {"policy": {"learner": remote["learner"], "version": self.version}, "buffer": buffer,
-                "preprocessors": [p.state_dict() for p in self.preprocessors], "runners": runners}
+                "preprocessors": [p.state_dict() for p in self.preprocessors], "runners": self._runner_states()}
+
+    def _runner_states(self) -> list[dict[str, Any]]:
+        """Every env runner's state for a checkpoint, each within its env-work deadline (:mod:`.deadlines`).
+
+        A runner that dies meanwhile, or misses its deadline (it is killed then), does not fail the checkpoint:
+        its entry holds no env state, so a run resumed from it resets that runner's envs (as for envs that
+        cannot save their state), and the runner is recreated by its next call like any runner that died
+        (within ``cluster.max_restarts``, counted there).
+        """
+        refs = [a.state_dict.remote() for a in self.env_group.actors]
+        start = time.monotonic()
+        states: list[dict[str, Any]] = []
+        for i, ref in enumerate(refs):
+            slot = self.env_group.slots[i]
+            deadline = env_work_deadline(slot.cfg.step_timeout_s, self.config.cluster.call_timeout_s,
+                                         sum(self._in_flight.get(i, ())))
+            try:
+                states.append(self.ray.get(ref, timeout=max(0.0, start + deadline.seconds - time.monotonic())))
+                continue
+            except self.ray.exceptions.RayActorError:
+                what = "died"
+            except self.ray.exceptions.GetTimeoutError:
+                what = f"did not report its state within {deadline.describe()}"
+                with contextlib.suppress(Exception):  # hung: killed, so that its next call recreates it
+                    self.ray.kill(self.env_group.actors[i], no_restart=True)
+            log.warning("%s %s while the checkpoint was being taken: the checkpoint holds no state of its envs "
+                        "(a run resumed from it resets them) and the runner is recreated", name_runner(slot), what)
+            states.append({"obs": None, "worker": None})
+        return states
 
     def load_state_dict(self, state: dict[str, Any]) -> list[bool]:
         """Restore; a different number of env workers than at save time resets the envs instead."""
@@ -763,7 +899,7 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
         if self.strategy == "node_shared":  # remove this run's shared-memory files (writers unlink)
             try:
                 self.ray.get([m.shm_detach.remote(True) for m in [self.learner, *self.rollout_actors]],
-                             timeout=30)
+                             timeout=self.config.cluster.close_timeout_s)
             except Exception:
                 pass
         self._drain_staging(ignore_errors=True)

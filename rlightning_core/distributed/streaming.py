@@ -16,6 +16,7 @@ class StreamingMixin(RayExecutionState):
     """Mixed into :class:`~rlightning_core.distributed.execution.RayExecution`, whose state it uses."""
 
     restarts: int
+    _in_flight: dict[int, list[int]]
 
     if TYPE_CHECKING:
         @property
@@ -96,6 +97,7 @@ class StreamingMixin(RayExecutionState):
         """Launch one chunk on env runner ``index`` without waiting; returns ``(chunk_ref, stats_ref)``."""
         self._send_ride()
         refs = self.env_group.actors[index].collect.options(num_returns=2).remote(num_steps)
+        self._in_flight.setdefault(index, []).append(num_steps)  # a checkpoint's state call waits behind it
         return refs[0], refs[1]
 
     def finish_collect(self, index: int, stats_ref: Any) -> RolloutStats | None:
@@ -106,8 +108,11 @@ class StreamingMixin(RayExecutionState):
         try:
             stats = self.ray.get(stats_ref, timeout=self.config.cluster.call_timeout_s)
         except (self.ray.exceptions.RayActorError, self.ray.exceptions.GetTimeoutError, EnvStepError) as exc:
-            self._restart_runner(index, exc)
+            self._restart_runner(index, exc)  # the chunks queued on it are lost with it
             return None
+        queued = self._in_flight.get(index)
+        if queued:
+            queued.pop(0)
         self._merge_preprocessors([stats])
         self._check_reports([stats], [index])
         return stats
