@@ -19,7 +19,6 @@ import datetime
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import numpy as np
 import torch
 
 __all__ = ["DataParallelGroup", "make_process_group", "shard_chunk"]
@@ -160,14 +159,6 @@ class DataParallelGroup:
         t = torch.tensor([float(value)], dtype=torch.float64, device=self.device)
         self.all_reduce_mean_([t])
         return float(t.item())
-
-    def check_in_step(self) -> bool:
-        """Whether every rank holds the same parameters (a float64 checksum compared across ranks)."""
-        local = torch.tensor([float(sum(p.detach().double().sum() for p in self.params))], dtype=torch.float64,
-                             device=self.device)
-        ref = local.clone()
-        self.broadcast_([ref])
-        return bool(np.isclose(float(ref.item()), float(local.item()), rtol=0, atol=0))
 
     def close(self) -> None:
         """Remove the hooks."""

@@ -43,8 +43,7 @@ def remote_class(ray: Any, cls: type, concurrency_groups: dict[str, int]) -> Any
     """``ray.remote(cls)`` (with these concurrency groups), made once per process.
 
     Ray exports each remote class to the cluster on its first ``.remote()`` (once per job and class object):
-    a fresh ``ray.remote`` per actor paid that export, a round trip to the GCS, for every actor and restart
-    (0.10-0.24 s of the driver's time each here).
+    a fresh ``ray.remote`` per actor paid that export, a round trip to the GCS, for every actor and restart.
     """
     key = (cls, tuple(sorted(concurrency_groups.items())))
     if key not in _REMOTE_CLASSES:

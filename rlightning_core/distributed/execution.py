@@ -39,7 +39,7 @@ from rlightning_core.distributed.weight_check import WeightCheckMixin, WeightSyn
 from rlightning_core.engine.execution import build_preprocessors, column_labels
 from rlightning_core.env.runner import EnvStepError, RolloutStats
 from rlightning_core.env.seeding import derive_seed
-from rlightning_core.errors import ConfigError
+from rlightning_core.errors import ConfigError, RestartsUsedUpError
 
 __all__ = ["REPLY_SYNC_MAX_BYTES", "RayExecution", "WeightSyncMismatch", "WorkerFailure", "check_resources",
            "mean_metrics"]
@@ -599,10 +599,8 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
             slot = self.env_group.slots[index]
             cause = getattr(exc, "cause", None)
             cause = cause if isinstance(cause, EnvStepError) else exc
-            raise WorkerFailure(f"env[{slot.config_index}] ({slot.label}, type {slot.cfg.type!r}) worker "
-                                f"{slot.worker_index} failed and cluster.max_restarts="
-                                f"{self.config.cluster.max_restarts} worker restarts are used up, so the run stops "
-                                f"(the last checkpoint is intact). Last failure: {cause}") from exc
+            raise RestartsUsedUpError(f"env[{slot.config_index}] ({slot.label}, type {slot.cfg.type!r}) worker "
+                                      f"{slot.worker_index}", self.config.cluster.max_restarts, cause) from exc
         log.warning("env worker %d failed (%s); recreating it (restart %d of %d, episodes in flight dropped)",
                     index, str(exc).splitlines()[0] if str(exc) else type(exc).__name__, self.restarts,
                     self.config.cluster.max_restarts)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from rlightning_core.distributed.ray_common import RayExecutionState, WorkerFailure
+from rlightning_core.distributed.ray_common import RayExecutionState
 from rlightning_core.env.seeding import derive_seed
+from rlightning_core.errors import RestartsUsedUpError
 
 __all__ = ["InferenceServersMixin"]
 
@@ -89,8 +90,7 @@ class InferenceServersMixin(RayExecutionState):
         for j in dead:
             self.restarts += 1
             if self.restarts > cc.max_restarts:
-                raise WorkerFailure(f"inference server {j} failed and cluster.max_restarts={cc.max_restarts} "
-                                    "worker restarts are used up, so the run stops (the last checkpoint is intact)")
+                raise RestartsUsedUpError(f"inference server {j}", cc.max_restarts)
             log.warning("inference server %d failed; recreating it (restart %d of %d)", j, self.restarts,
                         cc.max_restarts)
             try:

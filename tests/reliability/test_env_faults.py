@@ -147,12 +147,12 @@ def test_a_failing_eval_env_is_recreated_and_the_evaluation_is_the_one_without_t
 
 def test_past_max_restarts_a_failing_eval_env_stops_the_run_with_a_clear_message(tmp_path, faulty_plugins):
     from rlightning_core.engine.evaluation import Evaluator
-    from rlightning_core.env.runner import EnvWorkerFailure
+    from rlightning_core.errors import RestartsUsedUpError
 
     evaluator = Evaluator(_eval_cfg(tmp_path, "raise_step", None), _PoleBalancer(), episodes=2, seed=4,  # type: ignore[arg-type]
                           max_restarts=2)
     try:
-        with pytest.raises(EnvWorkerFailure) as info:
+        with pytest.raises(RestartsUsedUpError) as info:
             evaluator.evaluate()
     finally:
         evaluator.close()
