@@ -45,9 +45,10 @@ RESUMABLE_CHANGES = ("engine.total_steps", "engine.time_limit_s", "engine.target
                      # run between one process and a Ray cluster: both write the same state layout)
                      "cluster.mode", "cluster.topology", "cluster.weight_sync", "cluster.offload",
                      "cluster.address", "cluster.num_cpus", "cluster.num_gpus", "cluster.dashboard",
-                     "cluster.train_workers", "cluster.eval_workers", "cluster.placement", "cluster.bundles",
+                     "cluster.num_learners", "cluster.num_inference_servers", "cluster.placement", "cluster.bundles",
                      "cluster.learner_bundle", "cluster.learner_num_cpus", "cluster.learner_num_gpus",
-                     "cluster.rollout_num_cpus", "cluster.rollout_num_gpus", "cluster.backend", "cluster.bucket_mb",
+                     "cluster.inference_server_num_cpus", "cluster.inference_server_num_gpus", "cluster.backend",
+                     "cluster.bucket_mb",
                      # a run trained on a GPU resumes on a CPU machine and back (checkpoints load onto the CPU
                      # first; a resume continues bit for bit only on the device kind it was written on)
                      "policy.device", "policy.rollout_device")

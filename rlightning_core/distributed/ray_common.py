@@ -58,9 +58,9 @@ def learner_line_possible(cc: Any) -> bool:
 
     One CPU learner actor in the env-runner topology whose weights may ride inline (``weight_sync: auto``);
     the execution then also checks the engine (sync) and the policy's size. Env runners get their ``channel``
-    thread when this (or ``train_workers: 0``) holds.
+    thread when this (or ``num_learners: 0``) holds.
     """
-    return (bool(cc.local_channel) and cc.train_workers == 1 and cc.topology == "env_runner"
+    return (bool(cc.local_channel) and cc.num_learners == 1 and cc.topology == "env_runner"
             and not cc.sharded_buffer and not cc.offload and cc.weight_sync == "auto" and not cc.learner_num_gpus)
 
 

@@ -145,7 +145,7 @@ def test_a_run_resumes_with_another_number_of_env_workers_and_learners(ray_clust
     state, _ = CheckpointManager.load(resolve_checkpoint(tmp_path / "run"))
     saved = {f"net.{k}": v.numpy() for k, v in state["policy"]["learner"]["modules"]["net"].items()}
     resumed = build_run(cartpole_config("cluster.mode=ray", "env.num_workers=1", "env.num_envs=4",
-                                        "cluster.train_workers=0", "checkpoint.every=0", "engine.eval_every=0",
+                                        "cluster.num_learners=0", "checkpoint.every=0", "engine.eval_every=0",
                                         "engine.total_steps=1024"))
     seen = {}
     load = resumed.execution.load_state_dict

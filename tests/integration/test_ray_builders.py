@@ -26,7 +26,7 @@ def test_preprocess_fns_and_builder_preprocessors_run_in_the_env_actors(ray_clus
                                                                         at_run_end):
     from rlightning_core.preprocess.builtins import ScaleReward
 
-    config = cartpole_config("cluster.mode=ray", "cluster.train_workers=0", "engine.params.rollout_steps=8",
+    config = cartpole_config("cluster.mode=ray", "cluster.num_learners=0", "engine.params.rollout_steps=8",
                              "engine.total_steps=40", "engine.eval_every=0", "engine.eval_episodes=2",
                              "checkpoint.every=0", "checkpoint.at_end=false")
     env = config.env[0]

@@ -177,16 +177,16 @@ env:
     step_timeout_s: 1
 policy: {{type: ppo, params: {{epochs: 1, minibatch_size: 64}}}}
 engine: {{type: sync, params: {{rollout_steps: 8}}, total_steps: 256, eval_every: 0, eval_episodes: 1}}
-cluster: {{mode: ray, num_cpus: 3, max_restarts: 2, close_timeout_s: 3, train_workers: {train_workers}}}
+cluster: {{mode: ray, num_cpus: 3, max_restarts: 2, close_timeout_s: 3, num_learners: {num_learners}}}
 checkpoint: {{every: 0}}
 logging: {{progress: false}}
 """
 
 
 @pytest.mark.ray
-@pytest.mark.parametrize("train_workers", [1, 0], ids=["learner-actor", "learner-in-driver"])
+@pytest.mark.parametrize("num_learners", [1, 0], ids=["learner-actor", "learner-in-driver"])
 def test_ray_mode_recreates_failed_env_actors_and_leaves_no_process(tmp_path, faulty_site, training_plugins,
-                                                                     train_workers):
+                                                                     num_learners):
     """An env actor whose env raises and one that hangs past step_timeout_s are killed and recreated; the run
     finishes, counts both, and no Ray process of its session outlives it. Envs are closed: the one that raised
     before its actor is replaced, every actor's at the end; a close() that hangs is cut off after
@@ -198,7 +198,7 @@ def test_ray_mode_recreates_failed_env_actors_and_leaves_no_process(tmp_path, fa
 
     pytest.importorskip("ray")
     config = tmp_path / "ray_faults.yaml"
-    config.write_text(RAY_CONFIG.format(dir=tmp_path, train_workers=train_workers))
+    config.write_text(RAY_CONFIG.format(dir=tmp_path, num_learners=num_learners))
     proc = subprocess.Popen([str(RLIGHTNING), "train", str(config), "--run-dir", str(tmp_path / "run")],
                             env=child_env(str(faulty_site)), cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)

@@ -79,8 +79,8 @@ class RslRlPPOParams:
 
     def run_problems(self, _component: Any, config: Any) -> list[str]:
         """What these options cannot do in ``config``'s run, found when the config is validated."""
-        learners = config.cluster.train_workers if config.cluster.mode == "ray" else 1
+        learners = config.cluster.num_learners if config.cluster.mode == "ray" else 1
         if learners > 1 and self.obs_normalization:
-            return [f"params.obs_normalization: not supported with data-parallel learners (cluster.train_workers: "
+            return [f"params.obs_normalization: not supported with data-parallel learners (cluster.num_learners: "
                     f"{learners}; each learner would keep its own normalization statistics); set it to false"]
         return []
