@@ -67,7 +67,6 @@ class EnvRunnerActor(CollectiveMember):
         self._limit_torch_threads(only_if_imported=True)
         self.label, self.column = label, column
         self.runner: Any = None
-        self.last_actions: Any = None
         self._prebuilt: tuple[Any, Any] | None = None
 
     def _limit_torch_threads(self, only_if_imported: bool = False) -> None:
@@ -366,7 +365,6 @@ class EnvRunnerActor(CollectiveMember):
 
     def step(self, actions: np.ndarray) -> Any:
         """Step the envs once (the EnvGroup ``step_async``/``step_wait`` path through the driver)."""
-        self.last_actions = actions
         return self.worker.step(actions)
 
     def reset_env(self, seed: int | None = None) -> np.ndarray:

@@ -85,7 +85,6 @@ class DataParallelGroup:
         self._index = {id(p): i for i, p in enumerate(self.params)}
         self._touched: set[int] = set()
         self._queued = False
-        self.reductions = 0
         self._handles = [p.register_post_accumulate_grad_hook(self._on_grad) for p in self.params]
 
     # -- hooks ---------------------------------------------------------------------------------------------
@@ -103,7 +102,6 @@ class DataParallelGroup:
             if grad is not None:
                 grads.append(grad)
         self.all_reduce_mean_(grads)
-        self.reductions += 1
 
     # -- collectives ---------------------------------------------------------------------------------------
     def all_reduce_mean_(self, tensors: Sequence[torch.Tensor]) -> None:

@@ -102,6 +102,22 @@ def test_past_max_restarts_the_run_stops_with_a_clear_message(tmp_path, faulty_s
     assert err.count("recreating the worker") == 2
 
 
+@pytest.mark.ray
+def test_ray_mode_past_max_restarts_stops_with_the_same_error(tmp_path, faulty_site, training_plugins):
+    """An env actor failing past cluster.max_restarts ends a Ray run with the message local mode gives."""
+    pytest.importorskip("ray")
+    overrides = _faulty("raise_step", tmp_path, faults=None, at=3,
+                        extra=("cluster.max_restarts=1", "cluster.mode=ray", "cluster.num_cpus=2"))
+    proc = run_cli(["train", str(CARTPOLE), *overrides, "--run-dir", str(tmp_path / "run")],
+                   pythonpath=str(faulty_site), timeout=600)
+    assert proc.returncode == 1, proc.stderr
+    err = proc.stderr
+    assert "Traceback" not in err
+    assert (f"env[0] ({LABEL}, type 'faulty') worker 0 failed and cluster.max_restarts=1 worker restarts are "
+            "used up, so the run stops (the last checkpoint is intact). Last failure:") in err, err
+    assert "failed on purpose" in err
+
+
 class _PoleBalancer:
     """A deterministic CartPole controller (push towards the side the pole leans to): evaluation needs no training."""
 
