@@ -80,10 +80,10 @@ def overhead(tmp: Path, total: int, repeats: int = 1) -> None:
     modes = {"local": (), "ray, learner actor": ("cluster.mode=ray", "env.num_workers=2", "env.num_envs=4"),
              "ray, learner actor over Ray calls (cluster.local_channel=false)": (
                  "cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", "cluster.local_channel=false"),
-             "ray, learner in the driver (cluster.train_workers=0)": (
-                 "cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", "cluster.train_workers=0"),
+             "ray, learner in the driver (cluster.num_learners=0)": (
+                 "cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", "cluster.num_learners=0"),
              "ray, learner in the driver over Ray calls (cluster.local_channel=false)": (
-                 "cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", "cluster.train_workers=0",
+                 "cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", "cluster.num_learners=0",
                  "cluster.local_channel=false")}
     sps: dict[str, list[float]] = {m: [] for m in modes}
     steady: dict[str, list[float]] = {m: [] for m in modes}
@@ -106,7 +106,7 @@ def overhead(tmp: Path, total: int, repeats: int = 1) -> None:
                   f"(target >= 1.0: {'PASS' if med[m] / ls >= 1.0 else 'FAIL'})")
     ls = sorted(sps["local"])[len(sps["local"]) // 2]
     engine = build(cartpole("cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", f"engine.total_steps={total}",
-                            "cluster.topology=inference_server", "cluster.eval_workers=1"))
+                            "cluster.topology=inference_server", "cluster.num_inference_servers=1"))
     served = engine.run(tmp / "ray-server")
     engine.env_group.close()
     ss = served.env_steps / served.train_s
@@ -125,15 +125,15 @@ def steady_sps(run_dir: Path) -> float:
     return (last["step"] - first["step"]) / (last["time/train_s"] - first["time/train_s"])
 
 
-def startup(tmp: Path, repeats: int = 1, train_workers: int = 1) -> None:
+def startup(tmp: Path, repeats: int = 1, num_learners: int = 1) -> None:
     """Parts 3 and 4, each measurement in a fresh interpreter (as ``rlightning train`` starts): a driver that
     imported torch or started Ray before would make the next start-up look faster than it is."""
     import json
     import subprocess
 
     # with a learner actor, each round also starts a run that waits for it (cluster.early_rollout: false)
-    parts = ["init", "first"] + (["waiting"] if train_workers == 1 else [])
-    print(f"\n3. startup: ray.init alone vs build + first chunk in ray mode, cluster.train_workers={train_workers} "
+    parts = ["init", "first"] + (["waiting"] if num_learners == 1 else [])
+    print(f"\n3. startup: ray.init alone vs build + first chunk in ray mode, cluster.num_learners={num_learners} "
           f"(alternating {', '.join(parts)}, {repeats}x, fresh processes, medians)")
     ray.shutdown()
     byte_compile_sources()
@@ -142,7 +142,7 @@ def startup(tmp: Path, repeats: int = 1, train_workers: int = 1) -> None:
     for i in range(repeats):
         runs = {}
         for part in parts:
-            out = subprocess.run([sys.executable, __file__, "--child", part, "--train-workers", str(train_workers),
+            out = subprocess.run([sys.executable, __file__, "--child", part, "--num-learners", str(num_learners),
                                   "--memory", str(int(i == repeats - 1 and part == "first"))], capture_output=True,
                                  text=True, timeout=900, cwd=ROOT)
             if out.returncode:
@@ -193,7 +193,7 @@ def byte_compile_sources() -> None:
           f"{'' if ok else ': some failed'}")
 
 
-def startup_child(part: str, train_workers: int, memory: bool) -> None:
+def startup_child(part: str, num_learners: int, memory: bool) -> None:
     """One start-up measurement in this fresh interpreter; prints a JSON object."""
     import json
 
@@ -204,7 +204,7 @@ def startup_child(part: str, train_workers: int, memory: bool) -> None:
         ray.shutdown()
         return
     config = cartpole("cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", "cluster.num_cpus=4",
-                      f"cluster.train_workers={train_workers}", f"cluster.early_rollout={part != 'waiting'}")
+                      f"cluster.num_learners={num_learners}", f"cluster.early_rollout={part != 'waiting'}")
     cpu0 = time.process_time()
     t0 = time.perf_counter()
     engine = build(config)
@@ -293,13 +293,13 @@ def main() -> None:
     parser.add_argument("--parts", nargs="*", default=["scaling", "overhead", "startup"],
                         help="startup also measures memory (parts 3 and 4)")
     parser.add_argument("--startup-repeats", type=int, default=3, help="alternating startup measurements")
-    parser.add_argument("--train-workers", type=int, default=1,
+    parser.add_argument("--num-learners", type=int, default=1,
                         help="startup and memory: learner actors (0: the learner in the driver)")
     parser.add_argument("--child", choices=["init", "first", "waiting"], help=argparse.SUPPRESS)
     parser.add_argument("--memory", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        startup_child(args.child, args.train_workers, bool(args.memory))
+        startup_child(args.child, args.num_learners, bool(args.memory))
         return
     print(f"load average {os.getloadavg()}")
     path = os.pathsep.join([BENCH, str(ROOT), os.environ.get("PYTHONPATH", "")])
@@ -311,7 +311,7 @@ def main() -> None:
         if "overhead" in args.parts:
             overhead(Path(tmp), args.overhead_steps, args.overhead_repeats)
         if "startup" in args.parts:
-            startup(Path(tmp), args.startup_repeats, args.train_workers)
+            startup(Path(tmp), args.startup_repeats, args.num_learners)
     ray.shutdown()
 
 

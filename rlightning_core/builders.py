@@ -1,6 +1,6 @@
 """Builders: resolve implementations by name through the plugin registry and assemble a run.
 
-The script shape (DESIGN §5) works as library use::
+A training script builds a run from the same parts the CLI uses::
 
     config = load_config("examples/cartpole_ppo.yaml")
     env_group = build_env_group(config.env, seed=config.seed)

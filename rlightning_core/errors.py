@@ -17,6 +17,7 @@ __all__ = [
     "MissingDependencyError",
     "PluginLoadError",
     "PreprocessFnError",
+    "RestartsUsedUpError",
     "RlightningError",
     "StorageError",
     "UnknownComponentError",
@@ -137,6 +138,31 @@ class PreprocessFnError(UserError):
     Raised for ``build_env_group(preprocess_fn=...)`` and plain-function preprocessors; the message names the
     function and the env config. It stops the run (it is not an env failure: recreating the env would not help).
     """
+
+
+class RestartsUsedUpError(RlightningError):
+    """A worker failed after the run had recreated ``cluster.max_restarts`` failed workers: the run stops.
+
+    Not a mistake in the input (exit code 1, no traceback): the env, the simulator or the machine kept failing.
+    One class for every kind of worker that is recreated (env workers in either mode, eval env workers,
+    inference servers), so a caller catches one type.
+
+    Args:
+        worker: which worker failed, e.g. ``"env[0] (CartPole-v1, type 'gymnasium') worker 1"``.
+        max_restarts: the value of ``cluster.max_restarts`` the run used up.
+        cause: the last failure (its message ends this one), or ``None``.
+    """
+
+    def __init__(self, worker: str, max_restarts: int, cause: BaseException | str | None = None) -> None:
+        self.worker = worker
+        self.max_restarts = max_restarts
+        self.cause = None if cause is None else str(cause)
+        last = f" Last failure: {self.cause}" if self.cause else ""
+        super().__init__(f"{worker} failed and cluster.max_restarts={max_restarts} worker restarts are used up, "
+                         f"so the run stops (the last checkpoint is intact).{last}")
+
+    def __reduce__(self) -> tuple[type, tuple[str, int, str | None]]:  # survives pickling (Ray, processes)
+        return type(self), (self.worker, self.max_restarts, self.cause)
 
 
 class PluginLoadError(RlightningError):

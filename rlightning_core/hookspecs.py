@@ -56,7 +56,7 @@ def register_policies(register: RegisterFn) -> None:
     """Register policy / algorithm components (kind ``policy``).
 
     Called once when plugins load. The factory returns a policy class or instance honouring ``BasePolicy``;
-    the same class is placed in learner (``TRAIN``) and rollout (``EVAL``) workers. Optionally,
+    the same class is placed in learners (role ``LEARNER``) and rollout copies (role ``ROLLOUT``). Optionally,
     ``rollout=`` names a torch-free factory of act-only copies for Ray env runners on CPU (see
     ``ComponentSpec.rollout``): such a runner then never imports torch.
 

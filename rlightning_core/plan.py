@@ -51,8 +51,8 @@ def describe_plan(config: Any, *, source: str | None = None, run_dir: str | None
         lines.append(f"  workers env[{i}] {env.label}: {env.num_workers} worker(s) x {env.num_envs} env(s)"
                      + (f", {env.num_cpus} CPU each" if config.cluster.mode == "ray" else ""))
     p = config.policy
-    where = (f"{config.cluster.train_workers} x {p.type}" if config.cluster.train_workers or
-             config.cluster.mode != "ray" else f"{p.type} in the driver process (cluster.train_workers: 0)")
+    where = (f"{config.cluster.num_learners} x {p.type}" if config.cluster.num_learners or
+             config.cluster.mode != "ray" else f"{p.type} in the driver process (cluster.num_learners: 0)")
     lines.append(f"  learner: {where} on {p.device}; rollout copies on {p.rollout_device}; "
                  f"{p.num_threads} torch thread(s)")
     steps = getattr(config.engine.params, "rollout_steps", None)

@@ -1,6 +1,6 @@
 """A run on disk: its directory, saved config, manifest, loggers and lifecycle hooks.
 
-Only the driver writes the run directory (DESIGN §7). Layout::
+Only the driver writes the run directory; workers send it what to record. Layout::
 
     RUN_DIR/config.yaml       the resolved config (defaults included)
     RUN_DIR/metrics.jsonl     one JSON object per logging step
@@ -13,7 +13,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
 import signal
 import threading
 import time
@@ -28,6 +27,7 @@ from rlightning_core.config.loading import component_slots, config_to_yaml
 from rlightning_core.config.schema import MainConfig
 from rlightning_core.config.structuring import unstructure
 from rlightning_core.errors import StorageError, UserError, describe_os_error
+from rlightning_core.files import write_text_atomic
 from rlightning_core.logging.hub import MetricsHub
 
 __all__ = ["RunContext", "StopRequest", "build_manifest", "config_hash", "default_run_dir",
@@ -45,9 +45,10 @@ RESUMABLE_CHANGES = ("engine.total_steps", "engine.time_limit_s", "engine.target
                      # run between one process and a Ray cluster: both write the same state layout)
                      "cluster.mode", "cluster.topology", "cluster.weight_sync", "cluster.offload",
                      "cluster.address", "cluster.num_cpus", "cluster.num_gpus", "cluster.dashboard",
-                     "cluster.train_workers", "cluster.eval_workers", "cluster.placement", "cluster.bundles",
+                     "cluster.num_learners", "cluster.num_inference_servers", "cluster.placement", "cluster.bundles",
                      "cluster.learner_bundle", "cluster.learner_num_cpus", "cluster.learner_num_gpus",
-                     "cluster.rollout_num_cpus", "cluster.rollout_num_gpus", "cluster.backend", "cluster.bucket_mb",
+                     "cluster.inference_server_num_cpus", "cluster.inference_server_num_gpus", "cluster.backend",
+                     "cluster.bucket_mb",
                      # a run trained on a GPU resumes on a CPU machine and back (checkpoints load onto the CPU
                      # first; a resume continues bit for bit only on the device kind it was written on)
                      "policy.device", "policy.rollout_device")
@@ -158,25 +159,6 @@ def default_run_dir(config: MainConfig, root: str | Path = "runs") -> Path:
     return path
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temp file and rename (readers never see half a file).
-
-    Raises:
-        StorageError: the filesystem refused the write (e.g. the disk is full); ``path`` is as it was.
-    """
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with tmp.open("w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise StorageError(f"cannot write {path}: {describe_os_error(exc)}") from exc
-
-
 @attrs.define
 class RunContext:
     """Everything a running engine writes to."""
@@ -212,7 +194,8 @@ def prepare_run(config: MainConfig, run_dir: str | Path | None = None, *, plugin
         raise UserError(f"cannot use {path} as the run directory: it (or a folder above it) is a file") from exc
     except OSError as exc:
         raise StorageError(f"cannot create the run directory {path}: {describe_os_error(exc)}") from exc
-    write_text_atomic(path / "config.yaml", config_to_yaml(attrs.evolve(config, run_dir=str(path))))
+    write_text_atomic(path / "config.yaml", config_to_yaml(attrs.evolve(config, run_dir=str(path))),
+                      what="run config")
     loggers = []
     for lc in config.logging.loggers:
         spec = plugins.registry.resolve("logger", lc.type)

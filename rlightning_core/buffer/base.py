@@ -109,8 +109,3 @@ class DataBuffer(ABC):
 
     def _post(self, batch: dict[str, Any]) -> dict[str, Any]:
         return self.postprocess_fn(batch) if self.postprocess_fn is not None else batch
-
-
-def as_float32(x: np.ndarray) -> np.ndarray:
-    """``x`` as float32 without copying when it already is."""
-    return x if x.dtype == np.float32 else x.astype(np.float32)

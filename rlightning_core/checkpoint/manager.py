@@ -8,7 +8,7 @@ A checkpoint is one file, ``ckpt-<iteration:08d>.pt``, written by :func:`torch.s
      "state": {...}}      # whatever the run needs to continue
 
 and loaded back with ``torch.load(..., weights_only=True)``: nothing in a checkpoint is ever unpickled as an
-arbitrary object (DESIGN §8). ``state`` and ``manifest`` may therefore hold only tensors, ``dict``,
+arbitrary object. ``state`` and ``manifest`` may therefore hold only tensors, ``dict``,
 ``list``, ``tuple``, ``str``, ``bytes``, ``int``, ``float``, ``bool``, ``None``, ``torch.dtype``,
 ``torch.device`` and ``torch.Size``. Numpy arrays are *not* allowed: convert them with :func:`to_tensor_tree`
 before saving and back with :func:`to_numpy_tree` after loading (dtypes round-trip exactly).
@@ -17,8 +17,9 @@ state fails at save time, not at resume.
 
 The package is split by job; this module is the manager and the public import path of all of it:
 
-- :mod:`~rlightning_core.checkpoint.files`: atomic writes (temp file, fsync, rename, fsync the directory),
-  refused files set aside as ``*.rejected``, storage failures (a full disk) as ``StorageError``;
+- :mod:`rlightning_core.files` (shared with the run's other files): atomic writes (temp file, fsync, rename,
+  fsync the directory), refused files set aside as ``*.rejected``, storage failures (a full disk) as
+  ``StorageError``;
 - :mod:`~rlightning_core.checkpoint.reading`: safe loading, full verification (every member's CRC, the
   payload's structure) and :func:`load_newest`, the newest checkpoint of a directory that fully loads;
 - :mod:`~rlightning_core.checkpoint.manifest`: :func:`check_manifest`;
@@ -42,13 +43,13 @@ import contextlib
 import json
 import logging
 import math
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from rlightning_core.checkpoint.files import TEMP_RE, atomic_write, describe_os_error, set_aside
 from rlightning_core.checkpoint.manifest import CORE_DISTRIBUTION, check_manifest
 from rlightning_core.checkpoint.reading import (
     CHECKPOINTS_DIRNAME,
@@ -66,6 +67,7 @@ from rlightning_core.checkpoint.reading import (
 )
 from rlightning_core.checkpoint.trees import check_tree, to_numpy_tree, to_tensor_tree
 from rlightning_core.errors import StorageError
+from rlightning_core.files import atomic_write, describe_os_error, set_aside
 
 __all__ = [
     "CHECKPOINTS_DIRNAME",
@@ -91,6 +93,9 @@ log = logging.getLogger("rlightning")
 #: Name of the index file inside a checkpoint directory.
 INDEX_NAME = "index.json"
 INDEX_FORMAT = "rlightning-checkpoint-index"
+#: Temp files of interrupted writes (``.ckpt-00000012.pt.1a2b3c4d.tmp``, ``.index.json.1a2b3c4d.tmp``), in the
+#: shape :func:`~rlightning_core.files.atomic_write` names them.
+TEMP_RE = re.compile(r"^\.(ckpt-\d{8,}\.pt|index\.json)\.[0-9a-f]+\.tmp$")
 
 
 @attrs.frozen(kw_only=True)

@@ -1,7 +1,7 @@
 """Reading checkpoints back: safe loading, full verification, and the newest checkpoint that fully loads.
 
 Nothing in a checkpoint is ever unpickled as an arbitrary object: files load with
-``torch.load(..., weights_only=True)`` (DESIGN §8), so a file crafted to run code is refused unexecuted.
+``torch.load(..., weights_only=True)``, so a file crafted to run code is refused unexecuted.
 
 Two levels of checking, chosen by cost:
 
@@ -27,8 +27,8 @@ from typing import Any
 import attrs
 
 from rlightning_core._version import __version__
-from rlightning_core.checkpoint.files import set_aside
 from rlightning_core.errors import UserError
+from rlightning_core.files import set_aside
 
 __all__ = [
     "CHECKPOINTS_DIRNAME",

@@ -40,8 +40,8 @@ def _components(cfg: Any) -> list[tuple[str, Any]]:
 
 def _local_problems(cfg: Any) -> list[str]:
     cc = cfg.cluster
-    if cc.train_workers > 1:
-        return [f"cluster.train_workers: {cc.train_workers} learners need cluster.mode: ray (data-parallel "
+    if cc.num_learners > 1:
+        return [f"cluster.num_learners: {cc.num_learners} learners need cluster.mode: ray (data-parallel "
                 "training); local mode trains with one"]
     return []
 
@@ -52,17 +52,17 @@ def _ray_problems(cfg: Any) -> list[str]:
         problems.append("cluster.weight_sync: 'local' copies weights inside one process; in ray mode use "
                         "'broadcast' or 'object_store' (or auto)")
     if cc.topology == "inference_server":
-        if cc.eval_workers < 1:
-            problems.append("cluster.eval_workers: the inference_server topology needs at least 1 rollout worker "
-                            "(it batches the env workers' observations)")
+        if cc.num_inference_servers < 1:
+            problems.append("cluster.num_inference_servers: the inference_server topology needs at least 1 inference "
+                            "server (it batches the env workers' observations)")
         if cc.weight_sync == "double_buffer":
             problems.append("cluster.weight_sync: double_buffer swaps weights between an env runner's steps; with "
                             "topology inference_server use broadcast, object_store or node_shared")
-    if cc.train_workers > 1:
+    if cc.num_learners > 1:
         problems.extend(f"env[{i}].num_envs: {e.num_envs} envs per worker cannot be split evenly over "
-                        f"cluster.train_workers={cc.train_workers} data-parallel learners; use a multiple of it"
-                        for i, e in enumerate(cfg.env) if e.num_envs % cc.train_workers)
-    if cc.train_workers == 0:
+                        f"cluster.num_learners={cc.num_learners} data-parallel learners; use a multiple of it"
+                        for i, e in enumerate(cfg.env) if e.num_envs % cc.num_learners)
+    if cc.num_learners == 0:
         problems.extend(_in_driver_problems(cfg))
     elif cfg.policy.device.startswith("cuda") and not cc.learner_num_gpus:
         problems.append(f"policy.device: {cfg.policy.device!r} puts the learner on a GPU, but its actor reserves "
@@ -73,26 +73,26 @@ def _ray_problems(cfg: Any) -> list[str]:
 
 
 def _in_driver_problems(cfg: Any) -> list[str]:
-    """``cluster.train_workers: 0`` (the learner in the driver): what needs a learner actor."""
+    """``cluster.num_learners: 0`` (the learner in the driver): what needs a learner actor."""
     cc, problems = cfg.cluster, []
     if cfg.engine.type not in SYNC_ENGINES:
-        problems.append(f"engine.type: {cfg.engine.type!r} with cluster.train_workers: 0 (the learner in the "
-                        "driver): only the sync engine drives an in-process learner; use cluster.train_workers: 1 "
+        problems.append(f"engine.type: {cfg.engine.type!r} with cluster.num_learners: 0 (the learner in the "
+                        "driver): only the sync engine drives an in-process learner; use cluster.num_learners: 1 "
                         "(or more)")
     if cc.weight_sync not in ("auto", "object_store", "local"):  # `local` has its own line above
         problems.append(f"cluster.weight_sync: {cc.weight_sync!r} needs a learner actor in the weight-sync group; "
-                        "with cluster.train_workers: 0 use auto or object_store")
+                        "with cluster.num_learners: 0 use auto or object_store")
     if cc.placement != "default":
-        problems.append(f"cluster.placement: {cc.placement!r} places a learner actor; with cluster.train_workers: "
+        problems.append(f"cluster.placement: {cc.placement!r} places a learner actor; with cluster.num_learners: "
                         "0 the learner is the driver, so use default")
     for key, on in (("cluster.sharded_buffer", cc.sharded_buffer), ("cluster.offload", cc.offload),
                     ("cluster.topology: inference_server", cc.topology == "inference_server")):
         if on:
-            problems.append(f"{key}: not available with cluster.train_workers: 0 (the learner in the driver); use "
-                            "cluster.train_workers: 1")
+            problems.append(f"{key}: not available with cluster.num_learners: 0 (the learner in the driver); use "
+                            "cluster.num_learners: 1")
     if cfg.policy.device not in ("cpu", "auto"):
-        problems.append(f"policy.device: {cfg.policy.device!r}: with cluster.train_workers: 0 the learner runs in "
-                        "the driver on CPU; give it an actor (cluster.train_workers: 1) for a GPU")
+        problems.append(f"policy.device: {cfg.policy.device!r}: with cluster.num_learners: 0 the learner runs in "
+                        "the driver on CPU; give it an actor (cluster.num_learners: 1) for a GPU")
     return problems
 
 

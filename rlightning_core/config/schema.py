@@ -173,12 +173,13 @@ class ClusterConfig:
     """GPUs of a locally started Ray cluster (``null``: detected)."""
     dashboard: bool = False
     """Start Ray's dashboard with a locally started cluster."""
-    train_workers: int = field(default=1, validator=ge(0))
-    """Learner workers; more than one trains data-parallel over a torch.distributed group. ``0`` (ray mode, sync
-    engine): the single learner runs in the driver process instead of an actor of its own (one process and one
-    task round trip per iteration fewer; like RLlib's ``num_learners=0``)."""
-    eval_workers: int = field(default=0, validator=ge(0))
-    """Rollout (inference) workers for the inference-server topology; ``0`` keeps rollout in env workers."""
+    num_learners: int = field(default=1, validator=ge(0))
+    """Learner actors (ray mode); more than one trains data-parallel, averaging gradients over a torch.distributed
+    group. ``0`` (sync engine): the single learner runs in the driver process instead of an actor of its own
+    (one process and one task round trip per iteration fewer), as with RLlib's ``num_learners=0``."""
+    num_inference_servers: int = field(default=0, validator=ge(0))
+    """Inference-server actors of ``topology: inference_server``, each holding a rollout copy that batches the
+    ``act`` calls of many env workers (at least 1 there; the env-runner topology starts none)."""
     topology: str = field(default="env_runner", validator=one_of("env_runner", "inference_server"))
     """``env_runner``: env workers hold a rollout copy of the policy; ``inference_server``: separate rollout
     workers batch observations from many env workers."""
@@ -195,10 +196,10 @@ class ClusterConfig:
     """CPUs each learner actor reserves."""
     learner_num_gpus: float = field(default=0.0, validator=ge(0))
     """GPUs each learner actor reserves."""
-    rollout_num_cpus: float = field(default=1.0, validator=ge(0))
-    """CPUs each rollout actor reserves."""
-    rollout_num_gpus: float = field(default=0.0, validator=ge(0))
-    """GPUs each rollout actor reserves."""
+    inference_server_num_cpus: float = field(default=1.0, validator=ge(0))
+    """CPUs each inference-server actor reserves."""
+    inference_server_num_gpus: float = field(default=0.0, validator=ge(0))
+    """GPUs each inference-server actor reserves."""
     bundles: list[dict[str, float]] = Factory(list)
     """Bundles (e.g. ``[{CPU: 2, GPU: 1}, {CPU: 4}]``) for ``placement: manual``."""
     learner_bundle: int | None = field(default=None, validator=ge(0))
@@ -223,7 +224,7 @@ class ClusterConfig:
     local_channel: bool = True
     """Env runners on the learner's node take their collect calls over a Unix socket instead of Ray calls
     (~0.1 ms a hop instead of 1-3 ms; Ray still starts, restarts and kills them). With the learner in the driver
-    (``train_workers: 0``) the driver sends them; with one learner actor whose small CPU policy's weights ride
+    (``num_learners: 0``) the driver sends them; with one learner actor whose small CPU policy's weights ride
     inline (``weight_sync: auto``, env-runner topology, sync engine) the learner drives each iteration, one Ray
     call from the driver. With ``topology: inference_server``, env actors on a rollout actor's node send their
     per-step ``act`` calls over its Unix socket. ``false``: Ray calls only."""

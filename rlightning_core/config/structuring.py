@@ -30,7 +30,16 @@ from rlightning_core.errors import ConfigError, MissingDependencyError
 #: a :class:`ConfigError` is a cross-field check that already renders its own lines.
 _VALIDATION_ERRORS = (TypeError, ValueError, ConfigError, MissingDependencyError)
 
-__all__ = ["OverrideValue", "converter", "structure", "unstructure"]
+__all__ = ["RENAMED_KEYS", "OverrideValue", "converter", "renamed_key_problem", "structure", "unstructure"]
+
+#: Config keys that were renamed: old dotted path -> new dotted path. A config (file or ``key=value``
+#: override) that still sets an old key is refused with a line naming the new one, not as an unknown key.
+RENAMED_KEYS: dict[str, str] = {
+    "cluster.train_workers": "cluster.num_learners",
+    "cluster.eval_workers": "cluster.num_inference_servers",
+    "cluster.rollout_num_cpus": "cluster.inference_server_num_cpus",
+    "cluster.rollout_num_gpus": "cluster.inference_server_num_gpus",
+}
 
 T = TypeVar("T")
 
@@ -197,11 +206,21 @@ def _message(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+def renamed_key_problem(path: str) -> str | None:
+    """The problem line for ``path`` when it is a key that was renamed (:data:`RENAMED_KEYS`), else ``None``."""
+    new = RENAMED_KEYS.get(path)
+    return f"{path}: was renamed to {new}; set {new} instead" if new else None
+
+
 def collect_errors(exc: BaseException, path: str, out: list[str]) -> None:
     """Flatten a cattrs error tree into ``"dotted.path: problem"`` lines appended to ``out``."""
     if isinstance(exc, ForbiddenExtraKeysError):
         fields = [f.name for f in attrs.fields(exc.cl)] if exc.cl is not None and attrs.has(exc.cl) else []
         for key in sorted(exc.extra_fields):
+            renamed = renamed_key_problem(join(path, key))
+            if renamed:
+                out.append(renamed)
+                continue
             close = difflib.get_close_matches(key, fields, n=1, cutoff=0.6)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             allowed = f"; allowed keys: {', '.join(fields)}" if fields else ""

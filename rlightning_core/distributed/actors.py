@@ -25,7 +25,7 @@ __all__ = ["CollectiveMember", "EnvRunnerActor", "LearnerActor"]
 
 
 class EnvRunnerActor(CollectiveMember):
-    """An env worker plus a rollout (EVAL) copy of the policy: returns whole trajectory chunks.
+    """An env worker plus a rollout copy of the policy: returns whole trajectory chunks.
 
     Built in two steps so the driver can learn the spaces before any policy exists: ``__init__`` builds the
     env; :meth:`setup_rollout` builds the policy copy and preprocessors.
@@ -67,7 +67,6 @@ class EnvRunnerActor(CollectiveMember):
         self._limit_torch_threads(only_if_imported=True)
         self.label, self.column = label, column
         self.runner: Any = None
-        self.last_actions: Any = None
         self._prebuilt: tuple[Any, Any] | None = None
 
     def _limit_torch_threads(self, only_if_imported: bool = False) -> None:
@@ -125,7 +124,7 @@ class EnvRunnerActor(CollectiveMember):
 
         self._limit_torch_threads()
         return spec.build(policy_cfg.params, observation_space=self.worker.observation_space,
-                          action_space=self.worker.action_space, role=PolicyRole.EVAL,
+                          action_space=self.worker.action_space, role=PolicyRole.ROLLOUT,
                           device=resolve_device(policy_cfg.rollout_device, "policy.rollout_device"), seed=policy_seed)
 
     def setup_rollout(self, policy_cfg: Any, preprocessor_cfgs: Sequence[Any], *, policy_seed: int,
@@ -366,7 +365,6 @@ class EnvRunnerActor(CollectiveMember):
 
     def step(self, actions: np.ndarray) -> Any:
         """Step the envs once (the EnvGroup ``step_async``/``step_wait`` path through the driver)."""
-        self.last_actions = actions
         return self.worker.step(actions)
 
     def reset_env(self, seed: int | None = None) -> np.ndarray:
@@ -382,7 +380,7 @@ class EnvRunnerActor(CollectiveMember):
 
 
 class LearnerActor(LineHost, CollectiveMember):
-    """The learner (TRAIN policy) and the data buffer it learns from, in one actor.
+    """The learner (a policy of role ``LEARNER``) and the data buffer it learns from, in one actor.
 
     With ``world_size`` > 1 it is rank ``rank`` of a data-parallel group (:meth:`init_data_parallel`): it
     stores its equal slice of every chunk's env columns (its buffer is a shard) and averages gradients with
@@ -411,7 +409,7 @@ class LearnerActor(LineHost, CollectiveMember):
             import torch  # the expensive part of start-up, overlapped with the env actors' own
 
             torch.set_num_threads(num_threads)
-            # in the driver (cluster.train_workers: 0) the driver's plugin set is passed in; an actor loads its own
+            # in the driver (cluster.num_learners: 0) the driver's plugin set is passed in; an actor loads its own
             self.plugins = plugins if plugins is not None else _load_plugins(selection)
         self.policy_cfg, self.seed = policy_cfg, seed
         self.rank, self.world_size = rank, world_size
@@ -453,7 +451,7 @@ class LearnerActor(LineHost, CollectiveMember):
         cfg = self.policy_cfg
         with dynamo_import_deferred():  # torch._dynamo stays out: LeanAdam's steps never import it
             self.policy = self.plugins.registry.resolve("policy", cfg.type).build(
-                cfg.params, observation_space=observation_space, action_space=action_space, role=PolicyRole.TRAIN,
+                cfg.params, observation_space=observation_space, action_space=action_space, role=PolicyRole.LEARNER,
                 device=resolve_device(cfg.device), seed=self.seed)
         from rlightning_core.policy.numerics import NumericGuard
 

@@ -1,6 +1,6 @@
 """A direct line from the driver to the env runners on its node, for an in-driver learner's collect calls.
 
-With the learner in the driver (``cluster.train_workers: 0``) every iteration's critical path has two hops
+With the learner in the driver (``cluster.num_learners: 0``) every iteration's critical path has two hops
 between the driver and each env runner: the collect request (with the new weights) and the chunk coming back.
 A Ray actor call takes ~1 ms on an idle machine and 2-3 ms right after the actor computed (the request and the
 reply each wake several threads of the core workers in both processes); on this project's 2-core machines

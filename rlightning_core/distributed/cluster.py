@@ -52,7 +52,7 @@ def required_cpus(config: MainConfig) -> float:
     """CPUs the run's actors reserve: env runners, learners and rollout workers."""
     c = config.cluster
     envs = sum(e.num_workers * e.num_cpus for e in config.env)
-    return envs + c.train_workers * c.learner_num_cpus + c.eval_workers * c.rollout_num_cpus
+    return envs + c.num_learners * c.learner_num_cpus + c.num_inference_servers * c.inference_server_num_cpus
 
 
 @attrs.define(frozen=True)
@@ -139,7 +139,7 @@ class RayCluster:
         t0 = time.perf_counter()
         os.environ.setdefault("RAY_DEDUP_LOGS", "0")
         quiet_auth_notice()
-        if c.train_workers == 0:  # the learner will be built here: import torch while ray.init waits on its daemons
+        if c.num_learners == 0:  # the learner will be built here: import torch while ray.init waits on its daemons
             from rlightning_core.policy.lazy_dynamo import prefetch_module
 
             # at a low priority: on 2 cores an import at full priority slowed ray.init's daemons by ~0.5 s

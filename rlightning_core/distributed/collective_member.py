@@ -68,13 +68,6 @@ class CollectiveMember:
 
         return policy_fingerprint(self._weights_holder())
 
-    def placement_group_id(self) -> str | None:
-        """Hex id of the placement group this actor was scheduled into (``None``: none)."""
-        import ray
-
-        pg = ray.get_runtime_context().get_placement_group_id()
-        return str(pg) if pg else None
-
     def sync_device(self) -> str:
         """Where this rank's synced weights live: ``cpu``, or ``cuda:<uuid>`` (ranks sharing a GPU share it)."""
         from rlightning_core.weights.buckets import named_tensors

@@ -19,7 +19,6 @@ import datetime
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import numpy as np
 import torch
 
 __all__ = ["DataParallelGroup", "make_process_group", "shard_chunk"]
@@ -86,7 +85,6 @@ class DataParallelGroup:
         self._index = {id(p): i for i, p in enumerate(self.params)}
         self._touched: set[int] = set()
         self._queued = False
-        self.reductions = 0
         self._handles = [p.register_post_accumulate_grad_hook(self._on_grad) for p in self.params]
 
     # -- hooks ---------------------------------------------------------------------------------------------
@@ -104,7 +102,6 @@ class DataParallelGroup:
             if grad is not None:
                 grads.append(grad)
         self.all_reduce_mean_(grads)
-        self.reductions += 1
 
     # -- collectives ---------------------------------------------------------------------------------------
     def all_reduce_mean_(self, tensors: Sequence[torch.Tensor]) -> None:
@@ -160,14 +157,6 @@ class DataParallelGroup:
         t = torch.tensor([float(value)], dtype=torch.float64, device=self.device)
         self.all_reduce_mean_([t])
         return float(t.item())
-
-    def check_in_step(self) -> bool:
-        """Whether every rank holds the same parameters (a float64 checksum compared across ranks)."""
-        local = torch.tensor([float(sum(p.detach().double().sum() for p in self.params))], dtype=torch.float64,
-                             device=self.device)
-        ref = local.clone()
-        self.broadcast_([ref])
-        return bool(np.isclose(float(ref.item()), float(local.item()), rtol=0, atol=0))
 
     def close(self) -> None:
         """Remove the hooks."""

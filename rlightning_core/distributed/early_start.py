@@ -48,7 +48,7 @@ class HelperFailed(RuntimeError):
 
 
 def _cluster_allows(cc: Any) -> bool:
-    return (bool(cc.early_rollout) and cc.train_workers == 1 and cc.topology == "env_runner"
+    return (bool(cc.early_rollout) and cc.num_learners == 1 and cc.topology == "env_runner"
             and not cc.sharded_buffer and not cc.offload and cc.weight_sync == "auto" and not cc.learner_num_gpus)
 
 

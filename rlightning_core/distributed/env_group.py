@@ -43,8 +43,7 @@ def remote_class(ray: Any, cls: type, concurrency_groups: dict[str, int]) -> Any
     """``ray.remote(cls)`` (with these concurrency groups), made once per process.
 
     Ray exports each remote class to the cluster on its first ``.remote()`` (once per job and class object):
-    a fresh ``ray.remote`` per actor paid that export, a round trip to the GCS, for every actor and restart
-    (0.10-0.24 s of the driver's time each here).
+    a fresh ``ray.remote`` per actor paid that export, a round trip to the GCS, for every actor and restart.
     """
     key = (cls, tuple(sorted(concurrency_groups.items())))
     if key not in _REMOTE_CLASSES:
@@ -98,7 +97,7 @@ class RemoteEnvGroup:
         self.ray = import_ray()
         self._fns = per_config(preprocess_fn, len(env_cfgs))
         _check_picklable(self._fns)
-        need = sum(c.num_workers * c.num_cpus for c in env_cfgs) + cluster.train_workers * cluster.learner_num_cpus
+        need = sum(c.num_workers * c.num_cpus for c in env_cfgs) + cluster.num_learners * cluster.learner_num_cpus
         self.cluster_handle = RayCluster(cluster, need).start()
         self.plan = plan if plan is not None else PlacementPlan.from_parts(cluster, env_cfgs)
         self.plan.create(self.ray, cluster.actor_start_timeout_s)
@@ -156,7 +155,7 @@ class RemoteEnvGroup:
         # collect calls from an in-driver learner, or a learner actor's line, come over a Unix socket served on
         # a thread of their own
         threads = {"weights": 1} if self.cluster.weight_sync == "double_buffer" else {}
-        if self.cluster.local_channel and (self.cluster.train_workers == 0 or learner_line_possible(self.cluster)):
+        if self.cluster.local_channel and (self.cluster.num_learners == 0 or learner_line_possible(self.cluster)):
             threads["channel"] = 1
         remote = remote_class(self.ray, EnvRunnerActor, threads).options(
             num_cpus=slot.cfg.num_cpus, name=f"env-{slot.label}-{slot.worker_index}-r{slot.restarts}",

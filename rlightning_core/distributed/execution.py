@@ -46,7 +46,7 @@ from rlightning_core.distributed.weight_check import WeightCheckMixin, WeightSyn
 from rlightning_core.engine.execution import build_preprocessors, column_labels
 from rlightning_core.env.runner import EnvStepError, RolloutStats
 from rlightning_core.env.seeding import derive_seed
-from rlightning_core.errors import ConfigError
+from rlightning_core.errors import ConfigError, RestartsUsedUpError
 
 __all__ = ["REPLY_SYNC_MAX_BYTES", "RayExecution", "WeightSyncMismatch", "WorkerFailure", "check_resources",
            "mean_metrics"]
@@ -61,11 +61,11 @@ def check_resources(config: MainConfig, available: dict[str, float]) -> None:
 
     cc = config.cluster
     need_cpu = required_cpus(config)
-    need_gpu = cc.train_workers * cc.learner_num_gpus + cc.eval_workers * cc.rollout_num_gpus
+    need_gpu = cc.num_learners * cc.learner_num_gpus + cc.num_inference_servers * cc.inference_server_num_gpus
     problems = []
     if need_cpu > available.get("CPU", 0.0) + 1e-9:
         envs = " + ".join(f"{e.num_workers} env worker(s) x {e.num_cpus}" for e in config.env)
-        problems.append(f"cluster: the run's actors reserve {need_cpu:g} CPUs ({envs} + {cc.train_workers} "
+        problems.append(f"cluster: the run's actors reserve {need_cpu:g} CPUs ({envs} + {cc.num_learners} "
                         f"learner(s) x {cc.learner_num_cpus}) but the cluster has {available.get('CPU', 0):g}; "
                         "lower env[*].num_cpus / cluster.learner_num_cpus or raise cluster.num_cpus")
     if need_gpu > available.get("GPU", 0.0) + 1e-9:
@@ -127,12 +127,12 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
 
         self.selection = plugins.selection()
         ptype = self.policy_cfg.type.replace(":", "-")
-        self.world_size = max(cc.train_workers, 1)
+        self.world_size = max(cc.num_learners, 1)
         # a learner that may drive the runners over its line takes the driver's calls on a thread of its own
         line_possible = learner_line_possible(cc) and config.engine.type in SYNC_ENGINES
         learner_cls = remote_class(ray, LearnerActor, {"channel": 1} if line_possible else {})
         plan = self.env_group.plan
-        self.in_process = cc.train_workers == 0  # the learner lives in this (the driver's) process
+        self.in_process = cc.num_learners == 0  # the learner lives in this (the driver's) process
         if self.in_process:
             from rlightning_core.distributed.in_process import InProcessActor
 
@@ -143,7 +143,7 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
             if helper is not None:  # the first rollout waits for the env actors, not the learner: they start first
                 self.env_group.observation_space  # noqa: B018 (waits for the env actors)
             self.learners = [learner_cls.options(
-                num_cpus=cc.learner_num_cpus, num_gpus=cc.learner_num_gpus, name=f"policy-train-{ptype}-{r}",
+                num_cpus=cc.learner_num_cpus, num_gpus=cc.learner_num_gpus, name=f"learner-{ptype}-{r}",
                 max_concurrency=1, **plan.options(plan.learner_bundle_of(r)),
             ).remote(self.policy_cfg, selection=self.selection, seed=derive_seed(config.seed, 3, r),
                      num_threads=self.policy_cfg.num_threads, rank=r, world_size=self.world_size,
@@ -295,7 +295,7 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
         requested = override if override != "auto" else cc.backend
         if requested != "auto":
             return requested
-        if not cc.learner_num_gpus and not cc.rollout_num_gpus:
+        if not cc.learner_num_gpus and not cc.inference_server_num_gpus:
             return "gloo"  # no GPU anywhere: no need to ask the members
         devices = [str(d) for d in self._get([m.sync_device.remote() for m in members], cc.call_timeout_s,
                                              "locate the weights' devices")]
@@ -511,7 +511,7 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
 
         Returns the metrics refs and, when the weights ride the learn reply (:meth:`_reply_sync`), the refs of
         rank 0's new weights (a separate return value: the driver passes it on without fetching it) and of their
-        fingerprint (else ``None``, ``None``). An in-process learner (``cluster.train_workers: 0``) learns right
+        fingerprint (else ``None``, ``None``). An in-process learner (``cluster.num_learners: 0``) learns right
         here and returns values instead.
         """
         reply = self._reply_sync()
@@ -707,9 +707,7 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
             cause = getattr(exc, "cause", None)
             causes.append(f"{name_runner(slot)}: {cause if isinstance(cause, EnvStepError) else exc}")
         who = name_runners(slots, with_type=True)
-        raise WorkerFailure(f"{who} failed and cluster.max_restarts={self.config.cluster.max_restarts} worker "
-                            f"restarts are used up, so the run stops (the last checkpoint is intact). Last "
-                            f"failure{'s' if len(causes) > 1 else ''}: {'; '.join(causes)}") from failed[-1][1]
+        raise RestartsUsedUpError(who, self.config.cluster.max_restarts, "; ".join(causes)) from failed[-1][1]
 
     def _started_and_reset(self, resets: dict[int, Any]) -> list[tuple[int, BaseException]]:
         """Wait for the recreated runners to start and reset; those that do not in time are failures again."""
@@ -808,7 +806,7 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
             spec = self.plugins.registry.resolve("policy", self.policy_cfg.type)
             device = resolve_device(self.policy_cfg.rollout_device, "policy.rollout_device")
             self._eval_policy = spec.build(self.policy_cfg.params, observation_space=self.observation_space,
-                                           action_space=self.action_space, role=PolicyRole.EVAL, device=device,
+                                           action_space=self.action_space, role=PolicyRole.ROLLOUT, device=device,
                                            seed=derive_seed(self.config.seed, 4, 999))
         if self._eval_version != self.version:
             self._learner_started()

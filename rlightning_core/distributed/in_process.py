@@ -1,4 +1,4 @@
-"""An actor handle whose actor lives in the driver: ``cluster.train_workers: 0`` keeps the learner in-process.
+"""An actor handle whose actor lives in the driver: ``cluster.num_learners: 0`` keeps the learner in-process.
 
 With one CPU learner, an actor of its own costs a process (a Ray worker and a second torch import: ~1 s of CPU
 at start-up and ~270 MiB) and, every iteration, a task round trip plus the (de)serialization of its calls.

@@ -2,7 +2,7 @@
 
 Env actors keep their envs, preprocessors and the chunk bookkeeping (an :class:`~rlightning_core.env.runner.
 EnvRunner`), but their policy is a :class:`RemotePolicy`: every step's observations go to a rollout actor
-(:class:`InferenceServerActor`, ``cluster.eval_workers`` of them) that batches the observations of many env
+(:class:`InferenceServerActor`, ``cluster.num_inference_servers`` of them) that batches the observations of many env
 actors into one forward pass. This is the shape for large or GPU policies, where one batched pass beats one
 pass per env worker.
 
@@ -47,7 +47,7 @@ log = logging.getLogger("rlightning")
 
 
 class InferenceServerActor(CollectiveMember):
-    """A rollout (EVAL) copy of the policy serving batched ``act`` calls from many env actors (an async actor).
+    """A rollout copy of the policy serving batched ``act`` calls from many env actors (an async actor).
 
     Args:
         policy_cfg: the run's policy config.
@@ -71,7 +71,7 @@ class InferenceServerActor(CollectiveMember):
         self.plugins = _load_plugins(selection)
         self.policy = self.plugins.registry.resolve("policy", policy_cfg.type).build(
             policy_cfg.params, observation_space=observation_space, action_space=action_space,
-            role=PolicyRole.EVAL, device=resolve_device(policy_cfg.rollout_device, "policy.rollout_device"),
+            role=PolicyRole.ROLLOUT, device=resolve_device(policy_cfg.rollout_device, "policy.rollout_device"),
             seed=seed)
         self.half_sizes = list(half_sizes)
         self.max_wait_s = max_wait_s
@@ -235,7 +235,7 @@ class RemotePolicy(BasePolicy):
         from rlightning_core.policy.base import PolicyRole
 
         super().__init__(None, observation_space=observation_space, action_space=action_space,
-                         role=PolicyRole.EVAL)
+                         role=PolicyRole.ROLLOUT)
         self.server, self.half, self.timeout_s = server, half, timeout_s
         self.sock: socket.socket | None = self._connect(endpoint) if endpoint is not None else None
         """The Unix socket to the server (same node, ``cluster.local_channel``), else ``None``: Ray calls."""

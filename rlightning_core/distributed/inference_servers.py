@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from rlightning_core.distributed.ray_common import RayExecutionState, WorkerFailure
+from rlightning_core.distributed.ray_common import RayExecutionState
 from rlightning_core.env.seeding import derive_seed
+from rlightning_core.errors import RestartsUsedUpError
 
 __all__ = ["InferenceServersMixin"]
 
@@ -39,13 +40,13 @@ class InferenceServersMixin(RayExecutionState):
         def _shared_sync(self, version: int) -> dict[str, float]: ...
 
     def _start_servers(self) -> None:
-        """``cluster.eval_workers`` inference servers; env workers are routed to them (sticky, two halves each)."""
+        """``cluster.num_inference_servers`` servers; env workers are routed to them (sticky, two halves each)."""
         from rlightning_core.distributed.inference import route
 
         cc = self.config.cluster
-        self.routes = route(len(self.env_group.actors), cc.eval_workers)
-        self.server_restarts = [0] * cc.eval_workers
-        self.servers = [self._create_server(j) for j in range(cc.eval_workers)]
+        self.routes = route(len(self.env_group.actors), cc.num_inference_servers)
+        self.server_restarts = [0] * cc.num_inference_servers
+        self.servers = [self._create_server(j) for j in range(cc.num_inference_servers)]
         self._server_has_value = self._get(self.servers[0].has_value.remote(), cc.actor_start_timeout_s,
                                            "start the inference servers")
         log.info("inference servers: %d, env workers routed %s", len(self.servers), self.routes)
@@ -60,7 +61,8 @@ class InferenceServersMixin(RayExecutionState):
         halves = [sum(1 for s, h in self.routes if s == j and h == half) for half in (0, 1)]
         ptype = self.policy_cfg.type.replace(":", "-")
         server: Any = remote_class(self.ray, InferenceServerActor, {}).options(
-            num_cpus=cc.rollout_num_cpus, num_gpus=cc.rollout_num_gpus, name=f"policy-eval-{ptype}-{j}-r{k}",
+            num_cpus=cc.inference_server_num_cpus, num_gpus=cc.inference_server_num_gpus,
+            name=f"inference-server-{ptype}-{j}-r{k}",
             max_concurrency=64,
         ).remote(self.policy_cfg, selection=self.selection, seed=seed, observation_space=self.observation_space,
                  action_space=self.action_space, half_sizes=halves, num_threads=self.policy_cfg.num_threads)
@@ -89,8 +91,7 @@ class InferenceServersMixin(RayExecutionState):
         for j in dead:
             self.restarts += 1
             if self.restarts > cc.max_restarts:
-                raise WorkerFailure(f"inference server {j} failed and cluster.max_restarts={cc.max_restarts} "
-                                    "worker restarts are used up, so the run stops (the last checkpoint is intact)")
+                raise RestartsUsedUpError(f"inference server {j}", cc.max_restarts)
             log.warning("inference server %d failed; recreating it (restart %d of %d)", j, self.restarts,
                         cc.max_restarts)
             try:

@@ -57,7 +57,7 @@ class PlacementPlan:
     def from_parts(cls, c: ClusterConfig, env_cfgs: Sequence[EnvConfig]) -> PlacementPlan:
         """The plan for these env configs under cluster config ``c``."""
         workers = [(i, e) for i, e in enumerate(env_cfgs) for _ in range(e.num_workers)]
-        nl = c.train_workers
+        nl = c.num_learners
         if c.placement == "default":
             return cls("default", [], [None] * len(workers), None)
         if c.placement == "colocate":

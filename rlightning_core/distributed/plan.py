@@ -76,7 +76,7 @@ def weight_sync_plan(config: Any, *, weights_nbytes: int | None = None) -> SyncP
     if c.weight_sync == "local":
         raise ConfigError(["cluster.weight_sync: 'local' copies weights inside one process; in ray mode use "
                            "'broadcast' or 'object_store'"])
-    gpus = c.learner_num_gpus > 0 or c.rollout_num_gpus > 0
+    gpus = c.learner_num_gpus > 0 or c.inference_server_num_gpus > 0
     backend = c.backend if c.backend != "auto" else ("auto" if gpus else "gloo")
     blocking = c.topology == "inference_server"
     size = weights_nbytes if needs_weights_size(config) else None
@@ -84,15 +84,15 @@ def weight_sync_plan(config: Any, *, weights_nbytes: int | None = None) -> SyncP
         return SyncPlan(scheme="publish", transport="object_store")
     if needs_weights_size(config):
         if size is None:
-            return SyncPlan(scheme="queued", transport="undecided", backend=None if c.train_workers == 0 else backend)
+            return SyncPlan(scheme="queued", transport="undecided", backend=None if c.num_learners == 0 else backend)
         small = 0 < size <= INLINE_MAX_BYTES
         if small:
             return SyncPlan(scheme="queued", transport="inline", weights_nbytes=size)
-        if c.train_workers == 0:
+        if c.num_learners == 0:
             return SyncPlan(scheme="queued", transport="object_store", weights_nbytes=size)
         return SyncPlan(scheme="queued", transport="broadcast", backend=backend, weights_nbytes=size)
     transport = "broadcast" if c.weight_sync == "auto" else c.weight_sync
-    if c.train_workers == 0:
+    if c.num_learners == 0:
         transport = "object_store"  # check_in_process allows auto or object_store only
     if transport == "double_buffer":
         return SyncPlan(scheme="staged", transport=transport, backend=backend)
@@ -116,7 +116,7 @@ def _backend_words(backend: str | None) -> str:
 def _sync_line(config: Any, plan: SyncPlan, holders: str) -> str:
     """``weight sync: ...``: the transport, then where the weights go and when."""
     c = config.cluster
-    in_driver = c.train_workers == 0
+    in_driver = c.num_learners == 0
     size = _size(plan.weights_nbytes) if plan.weights_nbytes is not None else ""
     backend = _backend_words(plan.backend)
     if plan.scheme == "publish":
@@ -162,26 +162,27 @@ def describe_ray_plan(config: Any, labels: list[str], sync: SyncPlan | None = No
     c = config.cluster
     if sync is None:
         sync = weight_sync_plan(config)
-    gpus = c.learner_num_gpus > 0 or c.rollout_num_gpus > 0
+    gpus = c.learner_num_gpus > 0 or c.inference_server_num_gpus > 0
     backend = _backend_words(c.backend if c.backend != "auto" else ("auto" if gpus else "gloo"))
     lines = []
     if c.topology == "inference_server":
         from rlightning_core.distributed.inference_routes import route
 
-        routes = route(len(labels), max(c.eval_workers, 1))
-        lines.append(f"topology: inference_server, {c.eval_workers} rollout actor(s) ({c.rollout_num_cpus} CPU, "
-                     f"{c.rollout_num_gpus} GPU each) batching the env workers' observations every step")
-        for j in range(max(c.eval_workers, 1)):
+        routes = route(len(labels), max(c.num_inference_servers, 1))
+        lines.append(f"topology: inference_server, {c.num_inference_servers} inference server(s) "
+                     f"({c.inference_server_num_cpus} CPU, {c.inference_server_num_gpus} GPU each) batching the env "
+                     "workers' observations every step")
+        for j in range(max(c.num_inference_servers, 1)):
             halves = [[f"{labels[i]}#{i}" for i, (s, h) in enumerate(routes) if s == j and h == half]
                       for half in (0, 1)]
             lines.append(f"  rollout actor {j}: half A {', '.join(halves[0]) or '-'}; half B "
                          f"{', '.join(halves[1]) or '-'} (pipelined)")
-        holders = f"{c.eval_workers} rollout actor(s)"
+        holders = f"{c.num_inference_servers} inference server(s)"
     else:
         lines.append("topology: env_runner (each env worker holds a rollout copy and returns whole chunks)")
         holders = f"{len(labels)} env-runner(s)"
-    if c.train_workers > 1:
-        lines.append(f"learners: {c.train_workers} data-parallel ranks over {backend} (gradients averaged after "
+    if c.num_learners > 1:
+        lines.append(f"learners: {c.num_learners} data-parallel ranks over {backend} (gradients averaged after "
                      "every backward pass; each rank stores an equal slice of every chunk's envs); rank 0 syncs "
                      "weights and is checkpointed")
     lines.append(_sync_line(config, sync, holders))
@@ -191,7 +192,7 @@ def describe_ray_plan(config: Any, labels: list[str], sync: SyncPlan | None = No
         lines.append("act calls (one per env step): " + (
             "over each rollout actor's Unix socket from the env workers on its node, Ray calls from any other "
             "(cluster.local_channel)" if c.local_channel else "Ray calls (cluster.local_channel: false)"))
-    if c.train_workers == 0:
+    if c.num_learners == 0:
         lines.append("collect calls: " + ("over a Unix socket to the env runners on the driver's node, Ray calls to "
                                           "any other (cluster.local_channel)" if c.local_channel else
                                           "Ray calls (cluster.local_channel: false)"))

@@ -46,7 +46,8 @@ class Evaluator:
         max_steps: safety bound on steps per evaluation.
         max_restarts: eval env workers recreated over the run when they raise or hang (``cluster.max_restarts``,
             a budget of their own); the failed config's evaluation then runs again from its seed, so the
-            result is the one without the failure. Past it the run stops (:class:`EnvWorkerFailure`).
+            result is the one without the failure. Past it the run stops
+            (:class:`~rlightning_core.errors.RestartsUsedUpError`).
             ``None``: no restarts, the env's error propagates.
     """
 

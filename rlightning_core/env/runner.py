@@ -1,8 +1,9 @@
 """The env-runner: one env worker stepping together with a rollout copy of the policy.
 
-This is the hot loop of collection (DESIGN §4, *env-runner* topology): a runner steps its envs for ``T`` steps,
-calling the policy on each observation batch, and returns one :class:`~rlightning_core.buffer.base.Chunk` —
-one round trip per chunk when the runner is a Ray actor, plain calls in one process.
+This is the hot loop of collection (the ``env_runner`` topology, docs/ray.md): a runner steps its envs for
+``T`` steps, calling the policy on each observation batch, and returns one
+:class:`~rlightning_core.buffer.base.Chunk` — one round trip per chunk when the runner is a Ray actor, plain
+calls in one process.
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ import numpy as np
 
 from rlightning_core.buffer.base import Chunk
 from rlightning_core.env.base import EnvWorker, EpisodeStats
-from rlightning_core.errors import PreprocessFnError, RlightningError
+from rlightning_core.errors import PreprocessFnError, RestartsUsedUpError
 from rlightning_core.policy.base import BasePolicy
 from rlightning_core.preprocess.base import Preprocessor
 
-__all__ = ["EnvRunner", "EnvStepError", "EnvWorkerFailure", "RestartBudget", "RolloutStats"]
+__all__ = ["EnvRunner", "EnvStepError", "RestartBudget", "RolloutStats"]
 
 log = logging.getLogger("rlightning")
 
@@ -48,10 +49,6 @@ class EnvStepError(RuntimeError):
         self.label, self.phase, self.kind = label, phase, kind
 
 
-class EnvWorkerFailure(RlightningError):
-    """Env workers failed more often than ``cluster.max_restarts`` allows: the run stops (exit code 1)."""
-
-
 class RestartBudget:
     """``cluster.max_restarts``: how many failed env workers a run recreates, over all its workers.
 
@@ -64,11 +61,9 @@ class RestartBudget:
         self.used = 0
 
     def take(self, who: str, exc: BaseException) -> None:
-        """Spend one restart on ``who``; raise :class:`EnvWorkerFailure` when none is left."""
+        """Spend one restart on ``who``; raise :class:`RestartsUsedUpError` when none is left."""
         if self.used >= self.max_restarts:
-            raise EnvWorkerFailure(
-                f"{who} failed and cluster.max_restarts={self.max_restarts} worker restarts are used up, so the "
-                f"run stops (the last checkpoint is intact). Last failure: {exc}") from exc
+            raise RestartsUsedUpError(who, self.max_restarts, exc) from exc
         self.used += 1
 
 
@@ -113,7 +108,7 @@ class EnvRunner:
 
     Args:
         worker: the env worker (a vector of ``num_envs`` envs).
-        policy: a rollout (EVAL) policy; may be shared by several runners in one process.
+        policy: a rollout policy; may be shared by several runners in one process.
         preprocessors: applied in order to observations (and rewards) before the policy and the buffer see them.
         column: first buffer column this runner fills.
         label: the env config's label, for per-config statistics.

@@ -1,13 +1,12 @@
 """Fan-out of metrics to every sink: the run's ``metrics.jsonl``, configured loggers, and ``on_metrics`` hooks.
 
 Metrics produced anywhere (learner, rollout workers, remote actors) arrive here on the driver as plain
-``name -> float`` dicts and reach every logger at once (DESIGN §8).
+``name -> float`` dicts and reach every logger at once.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -87,8 +86,3 @@ def _is_number(value: Any) -> bool:
     except (TypeError, ValueError):
         return False
     return not isinstance(value, str) or False
-
-
-def finite_or_none(value: float) -> float | None:
-    """``value`` if finite else ``None`` (for JSON)."""
-    return value if math.isfinite(value) else None

@@ -1,4 +1,4 @@
-"""The policy contract: one class serves as learner (``TRAIN``) and as rollout copy (``EVAL``).
+"""The policy contract: one class serves as learner (``LEARNER``) and as rollout copy (``ROLLOUT``).
 
 A policy component is registered with ``register(name, PolicyClass, config=Params)``; the builder calls
 ``PolicyClass(params, observation_space=..., action_space=..., role=..., device=..., seed=...)``. Rollout copies
@@ -21,10 +21,10 @@ __all__ = ["BasePolicy", "PolicyOutput", "PolicyRole"]
 class PolicyRole(enum.Enum):
     """What a policy instance is for."""
 
-    TRAIN = "train"
+    LEARNER = "learner"
     """A learner: owns the optimizer, runs :meth:`BasePolicy.learn`."""
-    EVAL = "eval"
-    """A rollout / inference copy: runs :meth:`BasePolicy.act`, receives weights."""
+    ROLLOUT = "rollout"
+    """A rollout copy (in an env runner or an inference server): runs :meth:`BasePolicy.act`, receives weights."""
 
 
 @attrs.define(slots=True)
@@ -50,7 +50,7 @@ class BasePolicy(ABC):
         params: the structured params instance (the config class registered with the policy).
         observation_space: single-env observation space.
         action_space: single-env action space.
-        role: ``TRAIN`` or ``EVAL``.
+        role: ``LEARNER`` or ``ROLLOUT``.
         device: torch device string (``auto`` resolved by the builder).
         seed: seed of this instance's RNGs.
     """
@@ -78,7 +78,7 @@ class BasePolicy(ABC):
         self.seed = seed
         self.weight_version = 0
         #: The data-parallel group of learners this instance belongs to (``None``: it learns alone). Set by
-        #: Ray mode when ``cluster.train_workers`` > 1; gradients are then averaged across learners after
+        #: Ray mode when ``cluster.num_learners`` > 1; gradients are then averaged across learners after
         #: every backward pass without the policy doing anything.
         self.data_parallel: Any = None
 

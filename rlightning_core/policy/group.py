@@ -1,7 +1,7 @@
 """PolicyGroup: the learner(s) and rollout copies of one registered policy class.
 
-In ``local`` mode the group holds plain objects in this process: one learner (``TRAIN``) and one rollout copy
-(``EVAL``) shared by the in-process env runners; weights move by tensor ``copy_`` (the ``local`` sync
+In ``local`` mode the group holds plain objects in this process: one learner (``LEARNER``) and one rollout copy
+(``ROLLOUT``) shared by the in-process env runners; weights move by tensor ``copy_`` (the ``local`` sync
 strategy). Ray mode places the same class in actors behind the same methods.
 """
 
@@ -38,7 +38,7 @@ def resolve_device(device: str, key: str = "policy.device") -> str:
             seen = f"sees {count} CUDA device(s)" if count else "sees no CUDA device"
             raise ConfigError([f"{key}: {device!r}, but this process (torch {torch.__version__}) {seen}; use "
                                f"'auto' or 'cpu', or in Ray mode give the actor a GPU (cluster.learner_num_gpus, "
-                               f"cluster.rollout_num_gpus)"])
+                               f"cluster.inference_server_num_gpus)"])
     return device
 
 
@@ -78,8 +78,8 @@ class PolicyGroup:
         self.learner: BasePolicy | None = None
         self.rollout: BasePolicy | None = None
         self.version = 0
-        if cluster_cfg.mode == "local" and cluster_cfg.train_workers > 1:
-            raise ConfigError([f"cluster.train_workers: {cluster_cfg.train_workers} learners need "
+        if cluster_cfg.mode == "local" and cluster_cfg.num_learners > 1:
+            raise ConfigError([f"cluster.num_learners: {cluster_cfg.num_learners} learners need "
                                "cluster.mode: ray (data-parallel training); local mode trains with one"])
 
     @property
@@ -116,10 +116,10 @@ class PolicyGroup:
 
         torch.set_num_threads(self.policy_cfg.num_threads)
         with dynamo_import_deferred():  # LeanAdam's steps never need torch._dynamo (~1.5 s of CPU): keep it out
-            self.learner = self._build(PolicyRole.TRAIN, observation_space=observation_space,
+            self.learner = self._build(PolicyRole.LEARNER, observation_space=observation_space,
                                        action_space=action_space, device=resolve_device(self.policy_cfg.device),
                                        seed=derive_seed(seed, 3, 0))
-        self.rollout = self._build(PolicyRole.EVAL, observation_space=observation_space,
+        self.rollout = self._build(PolicyRole.ROLLOUT, observation_space=observation_space,
                                    action_space=action_space,
                                    device=resolve_device(self.policy_cfg.rollout_device, "policy.rollout_device"),
                                    seed=derive_seed(seed, 4, 0))

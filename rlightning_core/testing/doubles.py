@@ -155,7 +155,7 @@ class TinyPolicy(BasePolicy):
     extras_spec = {"log_prob": ((), np.float32), "value": ((), np.float32)}
 
     def __init__(self, params: TinyPolicyParams, *, observation_space: Any, action_space: Any,
-                 role: PolicyRole = PolicyRole.TRAIN, device: str = "cpu", seed: int = 0) -> None:
+                 role: PolicyRole = PolicyRole.LEARNER, device: str = "cpu", seed: int = 0) -> None:
         import torch
         from gymnasium import spaces
 
@@ -170,7 +170,7 @@ class TinyPolicy(BasePolicy):
         self.std = torch.nn.ParameterDict({"log_std": self.log_std})
         self.generator = torch.Generator().manual_seed(seed)
         self.optimizer = (torch.optim.Adam([*self.net.parameters(), self.log_std], lr=params.lr)
-                          if role is PolicyRole.TRAIN else None)
+                          if role is PolicyRole.LEARNER else None)
 
     def _forward(self, obs: Any) -> tuple[Any, Any]:
         import torch
@@ -221,7 +221,7 @@ class TinyPolicy(BasePolicy):
     def learn(self, buffer: Any, *, progress: float = 0.0) -> dict[str, float]:
         """One actor-critic pass over ``buffer``; returns ``loss/policy`` and ``loss/value``."""
         if self.optimizer is None:
-            raise RuntimeError("learn() called on a rollout (EVAL) copy")
+            raise RuntimeError("learn() called on a rollout copy")
         p = self.params
         if hasattr(buffer, "compute_returns_and_advantages"):
             buffer.compute_returns_and_advantages(gamma=p.gamma, gae_lambda=p.gae_lambda)

@@ -66,8 +66,8 @@ def check_policy(component: str | Callable[..., Any], params: Any = None, *, con
                    "subclass rlightning_core.policy.base.BasePolicy (the policy group requires it)")
         return policy
 
-    learner, rollout = build(PolicyRole.TRAIN, seed), build(PolicyRole.EVAL, seed + 1)
-    s.ok("builds as learner (TRAIN) and rollout copy (EVAL) with (params, observation_space=, action_space=, "
+    learner, rollout = build(PolicyRole.LEARNER, seed), build(PolicyRole.ROLLOUT, seed + 1)
+    s.ok("builds as learner (LEARNER) and rollout copy (ROLLOUT) with (params, observation_space=, action_space=, "
          "role=, device=, seed=)")
     _check_modules(s, learner)
     env = SpaceEnv(obs_space, act_space, num_envs=num_envs, seed=seed)
@@ -76,7 +76,7 @@ def check_policy(component: str | Callable[..., Any], params: Any = None, *, con
     _check_weights(s, learner, rollout, obs)
     _check_learn(s, registry, learner, rollout, env, obs_space, act_space, num_envs, rollout_steps,
                  learn_iterations, seed)
-    _check_state(s, learner, lambda: build(PolicyRole.TRAIN, seed + 7))
+    _check_state(s, learner, lambda: build(PolicyRole.LEARNER, seed + 7))
     return s.report
 
 

@@ -6,7 +6,7 @@ them from there into its own parameters. The network carries one copy per node i
 and a worker's pause is one memory copy.
 
 Two slots alternate by version (``version % 2``), so a reader of version ``v`` never sees the writer of
-``v + 1`` overwrite what it is reading (measured here: readers starve under a fast writer with one slot).
+``v + 1`` overwrite what it is reading (with one slot, readers starve under a fast writer).
 The file layout follows a :class:`~rlightning_core.weights.buckets.BucketLayout`; both ends compute the same
 layout from the same policy, and the layout signature is part of the file name.
 """
@@ -61,7 +61,7 @@ class SharedWeightSlots:
             if os.fstat(fd).st_size < size:
                 os.ftruncate(fd, size)  # the same size from every process: idempotent
             if hasattr(os, "posix_fallocate"):
-                try:  # allocate the pages now: a first sync would otherwise pay for zeroing them (~10x slower)
+                try:  # allocate the pages now: a first sync would otherwise pay for zeroing them
                     os.posix_fallocate(fd, 0, size)
                 except OSError:
                     pass

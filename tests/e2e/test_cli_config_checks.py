@@ -66,20 +66,43 @@ def test_train_runs_with_a_params_mapping_override(rlightning_cli, tmp_path):
     assert saved["engine"]["params"]["rollout_steps"] == 16
 
 
+# ------------------------------------------------------------------------------------ renamed keys
+
+
+@pytest.mark.parametrize(("old", "new", "value"), [
+    ("train_workers", "num_learners", 0),
+    ("eval_workers", "num_inference_servers", 2),
+    ("rollout_num_cpus", "inference_server_num_cpus", 2.0),
+    ("rollout_num_gpus", "inference_server_num_gpus", 0.5),
+])
+def test_a_renamed_key_is_refused_naming_its_new_name_from_a_file_and_an_override(rlightning_cli, tmp_path, old,
+                                                                                   new, value):
+    line = f"cluster.{old}: was renamed to cluster.{new}; set cluster.{new} instead"
+    data = yaml.safe_load(Path(CARTPOLE).read_text())
+    data.setdefault("cluster", {})[old] = value
+    config = tmp_path / "old_keys.yaml"
+    config.write_text(yaml.safe_dump(data))
+    refused(rlightning_cli(["config", "validate", str(config)]), line, str(config))
+    refused(rlightning_cli(["config", "validate", CARTPOLE, f"cluster.{old}={value}"]), line)
+    result = rlightning_cli(["train", CARTPOLE, f"cluster.{old}={value}", "--dry-run"])
+    refused(result, line)
+    assert "unknown key" not in result.output
+
+
 # ------------------------------------------------------------------------------------ refused before start
 
 
 @pytest.mark.parametrize(("overrides", "line"), [
     (["cluster.mode=ray", "cluster.weight_sync=local"], "cluster.weight_sync: 'local' copies weights inside one"),
     (["cluster.mode=ray", "cluster.topology=inference_server"],
-     "cluster.eval_workers: the inference_server topology needs at least 1 rollout worker"),
-    (["cluster.mode=ray", "cluster.topology=inference_server", "cluster.eval_workers=1",
+     "cluster.num_inference_servers: the inference_server topology needs at least 1 inference server"),
+    (["cluster.mode=ray", "cluster.topology=inference_server", "cluster.num_inference_servers=1",
       "cluster.weight_sync=double_buffer"], "cluster.weight_sync: double_buffer swaps weights"),
-    (["cluster.mode=ray", "cluster.train_workers=3"], "env[0].num_envs: 8 envs per worker cannot be split evenly"),
-    (["cluster.mode=ray", "cluster.train_workers=0", "engine.type=async"], "engine.type: 'async' with cluster"),
+    (["cluster.mode=ray", "cluster.num_learners=3"], "env[0].num_envs: 8 envs per worker cannot be split evenly"),
+    (["cluster.mode=ray", "cluster.num_learners=0", "engine.type=async"], "engine.type: 'async' with cluster"),
     (["cluster.mode=ray", "policy.device=cuda"], "policy.device: 'cuda' puts the learner on a GPU, but its actor"),
     (["cluster.mode=ray", "cluster.placement=manual"], "env[0].bundle: placement 'manual' needs a bundle index"),
-    (["cluster.train_workers=2"], "cluster.train_workers: 2 learners need cluster.mode: ray"),
+    (["cluster.num_learners=2"], "cluster.num_learners: 2 learners need cluster.mode: ray"),
 ])
 def test_impossible_combinations_are_refused_by_validate_and_dry_run(rlightning_cli, overrides, line):
     refused(rlightning_cli(["config", "validate", CARTPOLE, *overrides]), line)
@@ -142,6 +165,6 @@ def test_params_checks_against_the_run_are_made_at_validation(rlightning_cli):
 
     if "rsl_rl_ppo" in get_plugins().registry.names("policy"):
         rsl = str(ROOT / "examples" / "inverted_pendulum_rsl_rl.yaml")
-        refused(rlightning_cli(["config", "validate", rsl, "cluster.mode=ray", "cluster.train_workers=2",
+        refused(rlightning_cli(["config", "validate", rsl, "cluster.mode=ray", "cluster.num_learners=2",
                                 "policy.params.obs_normalization=true"]),
-                "policy.params.obs_normalization: not supported with data-parallel learners (cluster.train_workers: 2")
+                "policy.params.obs_normalization: not supported with data-parallel learners (cluster.num_learners: 2")

@@ -26,7 +26,7 @@ SHORT = ("engine.total_steps=1", "engine.eval_episodes=3", "logging.progress=fal
 #: them), and the learner in the driver.
 CASES = [(name, ()) for name in EXAMPLES] + [
     ("cartpole_ppo.yaml", ("cluster.mode=ray",)),
-    ("cartpole_ppo.yaml", ("cluster.mode=ray", "cluster.train_workers=0")),
+    ("cartpole_ppo.yaml", ("cluster.mode=ray", "cluster.num_learners=0")),
 ]
 TOKEN = "plan-test-token-0123456789"
 

@@ -102,6 +102,28 @@ def learner_params():
     return _learner_params
 
 
+def _placement_groups_of(ray, actors: list) -> list[str | None]:
+    """Hex id of the placement group each actor runs in (``None``: none), asked inside the actor itself.
+
+    ``__ray_call__`` is Ray's developer method for running a function on any actor, so the actors need no
+    test-only method of their own. The function is nested so that it travels by value (the actors cannot
+    import this conftest).
+    """
+    def placement_group_id(_actor: object) -> str | None:
+        import ray
+
+        pg = ray.get_runtime_context().get_placement_group_id()
+        return str(pg) if pg else None
+
+    return ray.get([a.__ray_call__.remote(placement_group_id) for a in actors])
+
+
+@pytest.fixture
+def placement_groups_of():
+    """``placement_groups_of(ray, actors)``: the placement group id each actor was scheduled into."""
+    return _placement_groups_of
+
+
 @pytest.fixture(scope="session")
 def ray_cluster():
     """One real private local Ray cluster for the session: loopback, 4 logical CPUs, no dashboard; shut down after.

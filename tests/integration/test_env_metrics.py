@@ -46,13 +46,13 @@ class ExplodingCartPole(CartPoleEnv):
 
 
 def test_an_env_crash_names_the_worker_and_the_actions(tmp_path, cartpole_config, build_run):
-    from rlightning_core.env.runner import EnvWorkerFailure
+    from rlightning_core.errors import RestartsUsedUpError
 
     if "ExplodingCartPole-v0" not in gym.registry:
         gym.register("ExplodingCartPole-v0", entry_point=ExplodingCartPole, max_episode_steps=500)
     config = cartpole_config("env.params.id=ExplodingCartPole-v0", "env.name=boom", "engine.total_steps=512",
                              "engine.eval_every=0", "checkpoint.every=0", "cluster.max_restarts=0")
     expected = r"env\[0\] \(boom, type 'gymnasium'\) worker 0 .*failed in step\(\) with actions array\(\["
-    with pytest.raises(EnvWorkerFailure, match=expected) as info:
+    with pytest.raises(RestartsUsedUpError, match=expected) as info:
         build_run(config).run(tmp_path / "run")
     assert "simulator exploded" in str(info.value)

@@ -40,7 +40,7 @@ def test_local_execution_keeps_the_contract(cartpole_config, tmp_path):
 
 
 @pytest.mark.ray
-@pytest.mark.parametrize("extra", [(), ("cluster.train_workers=0",), ("cluster.weight_sync=broadcast",)],
+@pytest.mark.parametrize("extra", [(), ("cluster.num_learners=0",), ("cluster.weight_sync=broadcast",)],
                          ids=["learner-actor", "learner-in-driver", "broadcast"])
 def test_ray_execution_keeps_the_contract(ray_cluster, cartpole_config, tmp_path, extra):
     env_group, execution = _execution(cartpole_config("cluster.mode=ray", *SMALL, *extra))

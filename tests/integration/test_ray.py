@@ -113,7 +113,7 @@ def test_ray_mode_from_the_cli(ray_cluster, tmp_path):
      [{"CPU": 1.0}, {"CPU": 2.0}]),
 ])
 def test_placement_puts_actors_in_the_promised_bundles(ray_cluster, cartpole_config, build_run, placement, extra,
-                                                        bundles):
+                                                        bundles, placement_groups_of):
     from ray.util import placement_group_table
 
     config = ray_config(cartpole_config, f"cluster.placement={placement}", *extra)
@@ -125,7 +125,7 @@ def test_placement_puts_actors_in_the_promised_bundles(ray_cluster, cartpole_con
     assert table["state"] == "CREATED"
     pg_id = plan.pg.id.hex()
     members = [execution.learner, *execution.env_group.actors]
-    assert ray_cluster.get([m.placement_group_id.remote() for m in members]) == [pg_id] * 3
+    assert placement_groups_of(ray_cluster, members) == [pg_id] * 3
     # each bundle holds exactly its actors' CPUs, so Ray cannot have put two 1-CPU actors into a 1-CPU bundle
     assert plan.learner_bundle == 0
     assert plan.env_bundles == {"colocate": [0, 0], "disaggregate": [1, 2], "manual": [1, 1]}[placement]
@@ -145,7 +145,7 @@ def test_a_run_resumes_with_another_number_of_env_workers_and_learners(ray_clust
     state, _ = CheckpointManager.load(resolve_checkpoint(tmp_path / "run"))
     saved = {f"net.{k}": v.numpy() for k, v in state["policy"]["learner"]["modules"]["net"].items()}
     resumed = build_run(cartpole_config("cluster.mode=ray", "env.num_workers=1", "env.num_envs=4",
-                                        "cluster.train_workers=0", "checkpoint.every=0", "engine.eval_every=0",
+                                        "cluster.num_learners=0", "checkpoint.every=0", "engine.eval_every=0",
                                         "engine.total_steps=1024"))
     seen = {}
     load = resumed.execution.load_state_dict

@@ -54,7 +54,7 @@ def test_data_parallel_ranks_gather_the_same_shard_chunks_and_stay_in_step(ray_c
     """Sharded and data-parallel: each rank gathers exactly the chunks its receipts name, so both learn from the
     same rollouts as often (their gradient all-reduces pair up) and end with identical parameters."""
     config = cartpole_config(*TINY, "engine.total_steps=1536", "cluster.sharded_buffer=true",
-                             "cluster.train_workers=2")
+                             "cluster.num_learners=2")
     engine = build_run(config)
 
     def read(ex):

@@ -26,7 +26,7 @@ def test_preprocess_fns_and_builder_preprocessors_run_in_the_env_actors(ray_clus
                                                                         at_run_end):
     from rlightning_core.preprocess.builtins import ScaleReward
 
-    config = cartpole_config("cluster.mode=ray", "cluster.train_workers=0", "engine.params.rollout_steps=8",
+    config = cartpole_config("cluster.mode=ray", "cluster.num_learners=0", "engine.params.rollout_steps=8",
                              "engine.total_steps=40", "engine.eval_every=0", "engine.eval_episodes=2",
                              "checkpoint.every=0", "checkpoint.at_end=false")
     env = config.env[0]
@@ -69,7 +69,8 @@ def test_preprocess_fns_and_builder_preprocessors_run_in_the_env_actors(ray_clus
     assert n_a and kinds == ["a"] * n_a + ["b"] * (len(kinds) - n_a), kinds  # eval envs: the same fns, in order
 
 
-def test_is_colocated_puts_the_learner_and_the_env_runners_in_one_bundle(ray_cluster, cartpole_config):
+def test_is_colocated_puts_the_learner_and_the_env_runners_in_one_bundle(ray_cluster, cartpole_config,
+                                                                        placement_groups_of):
     from ray.util import placement_group_table
 
     config = cartpole_config("cluster.mode=ray", "env.num_workers=2", "env.num_envs=2", "checkpoint.every=0")
@@ -84,7 +85,7 @@ def test_is_colocated_puts_the_learner_and_the_env_runners_in_one_bundle(ray_clu
         assert plan.pg is not None and [dict(b) for b in placement_group_table(plan.pg)["bundles"].values()] == [
             {"CPU": 3.0}]
         members = [ex.learner, *ex.env_group.actors]
-        assert ray_cluster.get([m.placement_group_id.remote() for m in members]) == [plan.pg.id.hex()] * 3
+        assert placement_groups_of(ray_cluster, members) == [plan.pg.id.hex()] * 3
     finally:
         ex.close()
         engine.env_group.close()

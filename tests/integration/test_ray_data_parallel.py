@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("training_plugins")]
 
 def dp_config(cartpole_config, *overrides):
     return cartpole_config("cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", "checkpoint.every=0",
-                           "cluster.train_workers=2", *overrides)
+                           "cluster.num_learners=2", *overrides)
 
 
 def _weights(ray, learners):
@@ -50,7 +50,7 @@ def test_two_learners_average_gradients_and_stay_in_step(ray_cluster, cartpole_c
     grads = ray.get([ln.gradients.remote(loss_fn, s) for ln, s in zip(ex.learners, shards, strict=True)])
     spec = get_plugins().registry.resolve("policy", "ppo")
     local = spec.build(ex.policy_cfg.params, observation_space=ex.observation_space,
-                       action_space=ex.action_space, role=PolicyRole.TRAIN, device="cpu", seed=123)
+                       action_space=ex.action_space, role=PolicyRole.LEARNER, device="cpu", seed=123)
     local.set_weights(w0)
     local.optimizer.zero_grad()
     loss_fn(local, batch).backward()
@@ -109,7 +109,7 @@ def test_two_sac_learners_stay_in_step_under_the_async_engine(ray_cluster, tmp_p
         pytest.skip("needs the rlightning-sac plugin")
     root = Path(__file__).resolve().parents[2]
     config = load_config(root / "examples" / "pendulum_sac_ray.yaml", [
-        "logging.progress=false", "cluster.train_workers=2", "env.num_envs=2", "policy.params.hidden_sizes=[32,32]",
+        "logging.progress=false", "cluster.num_learners=2", "env.num_envs=2", "policy.params.hidden_sizes=[32,32]",
         "policy.params.batch_size=32", "engine.total_steps=512", "engine.eval_every=0", "engine.eval_episodes=1",
         "engine.params.sync_every=8"])
     engine = build_run(config)

@@ -197,10 +197,10 @@ def test_a_learner_adopts_other_initial_weights_and_says_whether_they_differed()
 @pytest.mark.parametrize(("overrides", "possible"), [
     ((), True),
     (("cluster.early_rollout=false",), False),
-    (("cluster.train_workers=0",), False),
-    (("cluster.train_workers=2",), False),
+    (("cluster.num_learners=0",), False),
+    (("cluster.num_learners=2",), False),
     (("cluster.weight_sync=broadcast",), False),
-    (("cluster.topology=inference_server", "cluster.eval_workers=1"), False),
+    (("cluster.topology=inference_server", "cluster.num_inference_servers=1"), False),
     (("cluster.sharded_buffer=true",), False),
     (("cluster.learner_num_gpus=1",), False),
     (("policy.device=cuda", "cluster.learner_num_gpus=1"), False),

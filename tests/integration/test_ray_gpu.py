@@ -39,8 +39,8 @@ def test_a_cuda_learner_without_a_reserved_gpu_is_refused_up_front(cartpole_conf
         cartpole_config("cluster.mode=ray", "policy.device=cuda")  # the config alone is refused
     check_resources(cartpole_config("cluster.mode=ray", "policy.device=cuda", "cluster.learner_num_gpus=1"),
                     {"CPU": 8.0, "GPU": 1.0})  # reserved: accepted
-    with pytest.raises(ConfigError, match=r"with cluster.train_workers: 0 the learner runs in the driver on CPU"):
-        cartpole_config("cluster.mode=ray", "policy.device=cuda", "cluster.train_workers=0")  # its own rule
+    with pytest.raises(ConfigError, match=r"with cluster.num_learners: 0 the learner runs in the driver on CPU"):
+        cartpole_config("cluster.mode=ray", "policy.device=cuda", "cluster.num_learners=0")  # its own rule
 
 
 def test_a_cpu_member_reports_cpu(cartpole_config):
@@ -146,7 +146,7 @@ def test_two_learners_sharing_one_gpu_learn_in_step_over_gloo(ray_cluster, cartp
     import logging
 
     config = cartpole_config("cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", "checkpoint.every=0",
-                             "cluster.train_workers=2", "cluster.learner_num_gpus=0.5", "policy.device=cuda",
+                             "cluster.num_learners=2", "cluster.learner_num_gpus=0.5", "policy.device=cuda",
                              "engine.total_steps=512")
     with caplog.at_level(logging.INFO, logger="rlightning"):
         engine = build_run(config)
@@ -175,8 +175,9 @@ def test_a_gpu_inference_server_shares_the_learners_gpu_and_syncs_bit_for_bit(ra
     if _cuda_devices() < 1 or ray_cluster.cluster_resources().get("GPU", 0) < 1:
         pytest.skip("needs a CUDA GPU in the Ray cluster")
     config = cartpole_config("cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", "checkpoint.every=0",
-                             "cluster.topology=inference_server", "cluster.eval_workers=1",
-                             "cluster.learner_num_gpus=0.5", "cluster.rollout_num_gpus=0.5", "policy.device=cuda",
+                             "cluster.topology=inference_server", "cluster.num_inference_servers=1",
+                             "cluster.learner_num_gpus=0.5", "cluster.inference_server_num_gpus=0.5",
+                             "policy.device=cuda",
                              "policy.rollout_device=cuda", "engine.total_steps=1024", "engine.eval_every=0",
                              "engine.eval_episodes=2")
     engine = build_run(config)

@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("training_plugins")]
 def server_config(cartpole_config, *overrides):
     return cartpole_config("cluster.mode=ray", "env.num_workers=4", "env.num_envs=2", "env.num_cpus=0.5",
                            "checkpoint.every=0",
-                           "cluster.topology=inference_server", "cluster.eval_workers=1", *overrides)
+                           "cluster.topology=inference_server", "cluster.num_inference_servers=1", *overrides)
 
 
 def test_route_spreads_env_workers_over_servers_and_halves():
@@ -57,17 +57,17 @@ def test_inference_server_batches_syncs_bit_for_bit_and_trains(ray_cluster, tmp_
 def test_inference_server_needs_rollout_workers(cartpole_config):
     from rlightning_core.errors import ConfigError
 
-    with pytest.raises(ConfigError, match=r"cluster\.eval_workers: the inference_server topology needs"):
-        server_config(cartpole_config, "cluster.eval_workers=0")  # when the config is loaded: before Ray starts
+    with pytest.raises(ConfigError, match=r"cluster\.num_inference_servers: the inference_server topology needs"):
+        server_config(cartpole_config, "cluster.num_inference_servers=0")  # when the config loads: before Ray starts
 
 
 def test_dry_run_plan_shows_topology_learners_sync_and_buffer(cartpole_config):
     from rlightning_core.distributed.plan import describe_ray_plan
 
-    config = server_config(cartpole_config, "cluster.train_workers=2", "cluster.weight_sync=node_shared",
+    config = server_config(cartpole_config, "cluster.num_learners=2", "cluster.weight_sync=node_shared",
                            "cluster.sharded_buffer=true")
     text = "\n".join(describe_ray_plan(config, ["CartPole-v1"] * 4))
-    assert "topology: inference_server, 1 rollout actor(s)" in text
+    assert "topology: inference_server, 1 inference server(s)" in text
     assert "half A CartPole-v1#0, CartPole-v1#2; half B CartPole-v1#1, CartPole-v1#3" in text
     assert "learners: 2 data-parallel ranks over gloo" in text
     assert "weight sync: node_shared" in text and "buffer: sharded" in text

@@ -1,4 +1,4 @@
-"""``cluster.train_workers: 0``: ray mode with the learner in the driver process (env runners stay actors)."""
+"""``cluster.num_learners: 0``: ray mode with the learner in the driver process (env runners stay actors)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.usefixtures("training_plugins")]
 
 
 def _config(cartpole_config, *overrides):
-    return cartpole_config("cluster.mode=ray", "cluster.train_workers=0", "env.num_workers=2", "env.num_envs=2",
+    return cartpole_config("cluster.mode=ray", "cluster.num_learners=0", "env.num_workers=2", "env.num_envs=2",
                            "engine.eval_every=0", "engine.eval_episodes=2", *overrides)
 
 
@@ -38,7 +38,7 @@ def test_the_learner_runs_in_the_driver_and_the_runners_get_its_weights_bitwise(
     ray = ex.ray
     assert ex.in_process and isinstance(ex.learner, InProcessActor)
     with pytest.raises(ValueError):
-        ray.get_actor("policy-train-ppo-0")  # no learner actor was created
+        ray.get_actor("learner-ppo-0")  # no learner actor was created
     assert ex.version == 1 and _in_sync(ex)  # the first sync, before any rollout
     assert ray.get([a.imports_torch.remote() for a in ex.env_group.actors]) == [False, False]
     steps = config.engine.params.rollout_steps
@@ -159,7 +159,7 @@ def test_a_checkpoint_of_an_in_driver_learner_resumes(ray_cluster, tmp_path, car
 def test_what_needs_a_learner_actor_is_refused_by_key(cartpole_config, override, key):
     with pytest.raises(ConfigError) as info:  # when the config is loaded: before Ray or any actor starts
         _config(cartpole_config, override)
-    assert key in str(info.value) and "train_workers: 0" in str(info.value)
+    assert key in str(info.value) and "num_learners: 0" in str(info.value)
 
 
 @pytest.mark.ray

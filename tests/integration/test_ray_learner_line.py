@@ -119,12 +119,12 @@ def test_a_killed_env_worker_rejoins_the_learners_line(ray_cluster, tmp_path, ca
 
 
 @pytest.mark.parametrize(("override", "line"), [
-    ("cluster.train_workers=1", True),
+    ("cluster.num_learners=1", True),
     ("cluster.local_channel=false", False),
     ("cluster.weight_sync=broadcast", False),
     ("cluster.weight_sync=object_store", False),
-    ("cluster.train_workers=2", False),
-    ("cluster.topology=inference_server cluster.eval_workers=1", False),
+    ("cluster.num_learners=2", False),
+    ("cluster.topology=inference_server cluster.num_inference_servers=1", False),
     ("cluster.sharded_buffer=true", False),
     ("cluster.offload=true", False),
     ("cluster.learner_num_gpus=1", False),

@@ -50,7 +50,7 @@ def test_on_policy_shards_are_gathered_and_learn_exactly_like_sent_chunks(ray_cl
     try:
         policy = get_plugins().registry.resolve("policy", "ppo").build(
             ex.policy_cfg.params, observation_space=ex.observation_space, action_space=ex.action_space,
-            role=PolicyRole.TRAIN, device="cpu", seed=0)
+            role=PolicyRole.LEARNER, device="cpu", seed=0)
         policy.load_state_dict(before)
         buffer = build_data_buffer(config.buffer.type, config.buffer).bind(spec)
         for part in kept:
@@ -120,7 +120,7 @@ def test_data_parallel_learners_gather_their_slices_and_learn_like_sent_chunks(r
     learned, initial = {}, {}
     for sharded in (False, True):
         config = cartpole_config("cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", "checkpoint.every=0",
-                                 "cluster.train_workers=2", f"cluster.sharded_buffer={str(sharded).lower()}")
+                                 "cluster.num_learners=2", f"cluster.sharded_buffer={str(sharded).lower()}")
         ex = build_run(config).execution
         try:
             ex.reset(config.seed)
@@ -157,7 +157,7 @@ def test_data_parallel_learners_sample_the_shards_in_step_under_the_async_engine
 
     config = load_config(ROOT / "examples" / "cartpole_dqn.yaml", [
         "logging.progress=false", "cluster.mode=ray", "env.num_workers=2", "env.num_envs=2",
-        "cluster.train_workers=2", "cluster.sharded_buffer=true", "policy.params.hidden_sizes=[32,32]",
+        "cluster.num_learners=2", "cluster.sharded_buffer=true", "policy.params.hidden_sizes=[32,32]",
         "policy.params.learning_starts=128", "engine.params.rollout_steps=32", "engine.total_steps=1536",
         "engine.eval_every=0", "engine.eval_episodes=1", "checkpoint.every=0"])
     engine = build_run(config)

@@ -21,8 +21,8 @@ SMALL = ("cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", "checkpoint.
     (("cluster.weight_sync=broadcast",), "broadcast", 2),
     (("cluster.weight_sync=object_store",), "object_store", 2),
     ((), "inline", 2),  # weight_sync: auto with a small CPU policy: the weights ride the learn reply
-    (("cluster.train_workers=0",), "inline", 2),  # the learner in the driver: they ride the collect call
-    (("env.num_cpus=0.5", "cluster.topology=inference_server", "cluster.eval_workers=1",
+    (("cluster.num_learners=0",), "inline", 2),  # the learner in the driver: they ride the collect call
+    (("env.num_cpus=0.5", "cluster.topology=inference_server", "cluster.num_inference_servers=1",
       "cluster.weight_sync=broadcast"), "broadcast", 1),  # one rollout actor holds the copy
 ])
 def test_every_rollout_copy_is_checked_against_the_learner_after_each_sync(ray_cluster, cartpole_config, build_run,

@@ -102,6 +102,22 @@ def test_past_max_restarts_the_run_stops_with_a_clear_message(tmp_path, faulty_s
     assert err.count("recreating the worker") == 2
 
 
+@pytest.mark.ray
+def test_ray_mode_past_max_restarts_stops_with_the_same_error(tmp_path, faulty_site, training_plugins):
+    """An env actor failing past cluster.max_restarts ends a Ray run with the message local mode gives."""
+    pytest.importorskip("ray")
+    overrides = _faulty("raise_step", tmp_path, faults=None, at=3,
+                        extra=("cluster.max_restarts=1", "cluster.mode=ray", "cluster.num_cpus=2"))
+    proc = run_cli(["train", str(CARTPOLE), *overrides, "--run-dir", str(tmp_path / "run")],
+                   pythonpath=str(faulty_site), timeout=600)
+    assert proc.returncode == 1, proc.stderr
+    err = proc.stderr
+    assert "Traceback" not in err
+    assert (f"env[0] ({LABEL}, type 'faulty') worker 0 failed and cluster.max_restarts=1 worker restarts are "
+            "used up, so the run stops (the last checkpoint is intact). Last failure:") in err, err
+    assert "failed on purpose" in err
+
+
 class _PoleBalancer:
     """A deterministic CartPole controller (push towards the side the pole leans to): evaluation needs no training."""
 
@@ -147,12 +163,12 @@ def test_a_failing_eval_env_is_recreated_and_the_evaluation_is_the_one_without_t
 
 def test_past_max_restarts_a_failing_eval_env_stops_the_run_with_a_clear_message(tmp_path, faulty_plugins):
     from rlightning_core.engine.evaluation import Evaluator
-    from rlightning_core.env.runner import EnvWorkerFailure
+    from rlightning_core.errors import RestartsUsedUpError
 
     evaluator = Evaluator(_eval_cfg(tmp_path, "raise_step", None), _PoleBalancer(), episodes=2, seed=4,  # type: ignore[arg-type]
                           max_restarts=2)
     try:
-        with pytest.raises(EnvWorkerFailure) as info:
+        with pytest.raises(RestartsUsedUpError) as info:
             evaluator.evaluate()
     finally:
         evaluator.close()
@@ -177,16 +193,16 @@ env:
     step_timeout_s: 1
 policy: {{type: ppo, params: {{epochs: 1, minibatch_size: 64}}}}
 engine: {{type: sync, params: {{rollout_steps: 8}}, total_steps: 256, eval_every: 0, eval_episodes: 1}}
-cluster: {{mode: ray, num_cpus: 3, max_restarts: 2, close_timeout_s: 3, train_workers: {train_workers}}}
+cluster: {{mode: ray, num_cpus: 3, max_restarts: 2, close_timeout_s: 3, num_learners: {num_learners}}}
 checkpoint: {{every: 0}}
 logging: {{progress: false}}
 """
 
 
 @pytest.mark.ray
-@pytest.mark.parametrize("train_workers", [1, 0], ids=["learner-actor", "learner-in-driver"])
+@pytest.mark.parametrize("num_learners", [1, 0], ids=["learner-actor", "learner-in-driver"])
 def test_ray_mode_recreates_failed_env_actors_and_leaves_no_process(tmp_path, faulty_site, training_plugins,
-                                                                     train_workers):
+                                                                     num_learners):
     """An env actor whose env raises and one that hangs past step_timeout_s are killed and recreated; the run
     finishes, counts both, and no Ray process of its session outlives it. Envs are closed: the one that raised
     before its actor is replaced, every actor's at the end; a close() that hangs is cut off after
@@ -198,7 +214,7 @@ def test_ray_mode_recreates_failed_env_actors_and_leaves_no_process(tmp_path, fa
 
     pytest.importorskip("ray")
     config = tmp_path / "ray_faults.yaml"
-    config.write_text(RAY_CONFIG.format(dir=tmp_path, train_workers=train_workers))
+    config.write_text(RAY_CONFIG.format(dir=tmp_path, num_learners=num_learners))
     proc = subprocess.Popen([str(RLIGHTNING), "train", str(config), "--run-dir", str(tmp_path / "run")],
                             env=child_env(str(faulty_site)), cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)

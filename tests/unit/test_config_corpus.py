@@ -65,7 +65,7 @@ FILE_CASES: dict[str, list[str]] = {
                                   "checkpoint.keep_last: must be >= 1, got 0"],
     "many_problems.yaml": ["(4 problems)", "env[0].num_workers: must be >= 1",
                            "engine.total_steps: must be >= 1",
-                           "cluster.train_workers: expected int, got 'many'",
+                           "cluster.num_learners: expected int, got 'many'",
                            "logging.level: must be one of"],
     "types.toml": ["engine.total_steps: expected int, got '1e6'",
                    "engine.eval_evry: unknown key (did you mean 'eval_every'?)"],

@@ -16,7 +16,7 @@ class SumValuePolicy(BasePolicy):
 
     def __init__(self, observation_space, action_space):
         super().__init__(None, observation_space=observation_space, action_space=action_space,
-                         role=PolicyRole.EVAL)
+                         role=PolicyRole.ROLLOUT)
         self.t = 0
 
     def act(self, obs, *, deterministic=False):

@@ -22,13 +22,14 @@ def _config(*overrides: str):
     ((), SMALL, ("queued", "inline", "object_store")),
     ((), BIG, ("queued", "broadcast", "broadcast")),
     ((), None, ("queued", "undecided", None)),
-    (("cluster.train_workers=0",), SMALL, ("queued", "inline", "object_store")),
-    (("cluster.train_workers=0",), BIG, ("queued", "object_store", "object_store")),
+    (("cluster.num_learners=0",), SMALL, ("queued", "inline", "object_store")),
+    (("cluster.num_learners=0",), BIG, ("queued", "object_store", "object_store")),
     (("cluster.weight_sync=broadcast",), SMALL, ("queued", "broadcast", "broadcast")),
     (("cluster.weight_sync=object_store",), SMALL, ("queued", "object_store", "object_store")),
     (("cluster.weight_sync=double_buffer",), SMALL, ("staged", "double_buffer", "double_buffer")),
     (("cluster.weight_sync=node_shared",), SMALL, ("blocking", "node_shared", "node_shared")),
-    (("cluster.topology=inference_server", "cluster.eval_workers=1"), SMALL, ("blocking", "broadcast", "broadcast")),
+    (("cluster.topology=inference_server", "cluster.num_inference_servers=1"), SMALL,
+     ("blocking", "broadcast", "broadcast")),
     (("cluster.learner_num_gpus=1",), SMALL, ("queued", "broadcast", "broadcast")),
     (("engine.type=async", "buffer.type=replay"), SMALL, ("publish", "object_store", "object_store")),
     (("engine.type=async", "buffer.type=replay", "cluster.weight_sync=broadcast"), BIG,
@@ -46,9 +47,9 @@ def test_weight_sync_plan(overrides, nbytes, want):
 
 def test_only_auto_in_the_env_runner_topology_on_cpu_learners_depends_on_the_weights_size():
     assert needs_weights_size(_config())
-    assert needs_weights_size(_config("cluster.train_workers=0"))
+    assert needs_weights_size(_config("cluster.num_learners=0"))
     for overrides in (("cluster.weight_sync=broadcast",), ("cluster.learner_num_gpus=1",),
-                      ("cluster.topology=inference_server", "cluster.eval_workers=1"),
+                      ("cluster.topology=inference_server", "cluster.num_inference_servers=1"),
                       ("engine.type=async", "buffer.type=replay")):
         assert not needs_weights_size(_config(*overrides)), overrides
     assert weight_sync_plan(_config("cluster.weight_sync=broadcast"), weights_nbytes=SMALL).weights_nbytes is None

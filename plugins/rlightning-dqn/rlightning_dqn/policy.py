@@ -1,7 +1,7 @@
 r"""Deep Q-Networks (Mnih et al., 2015) with the double-DQN target (van Hasselt et al., 2016).
 
-One class serves both roles: a rollout copy (``EVAL``) runs epsilon-greedy :meth:`DQNPolicy.act`; a learner
-(``TRAIN``) also owns the optimizer and runs :meth:`DQNPolicy.learn` on a replay buffer. Per gradient update:
+One class serves both roles: a rollout copy (``ROLLOUT``) runs epsilon-greedy :meth:`DQNPolicy.act`; a learner
+(``LEARNER``) also owns the optimizer and runs :meth:`DQNPolicy.learn` on a replay buffer. Per gradient update:
 
 .. math::
 
@@ -96,7 +96,7 @@ class DQNPolicy(BasePolicy):
     extras_spec: dict[str, tuple[tuple[int, ...], Any]] = {}
 
     def __init__(self, params: DQNParams, *, observation_space: Any, action_space: Any,
-                 role: PolicyRole = PolicyRole.TRAIN, device: str = "cpu", seed: int = 0) -> None:
+                 role: PolicyRole = PolicyRole.LEARNER, device: str = "cpu", seed: int = 0) -> None:
         super().__init__(params, observation_space=observation_space, action_space=action_space, role=role,
                          device=device, seed=seed)
         obs_dim, self.n_actions, self.action_start = _space_info(observation_space, action_space)
@@ -108,7 +108,7 @@ class DQNPolicy(BasePolicy):
         self.generator = torch.Generator(device="cpu").manual_seed(seed + 1)
         self.schedule = UpdateSchedule(params.utd_ratio, params.learning_starts)
         self.num_updates = 0
-        self.optimizer = _adam(self.q.parameters(), params.lr) if role is PolicyRole.TRAIN else None
+        self.optimizer = _adam(self.q.parameters(), params.lr) if role is PolicyRole.LEARNER else None
 
     # -- rollout ---------------------------------------------------------------------------------------------
     def _obs(self, obs: np.ndarray | torch.Tensor) -> torch.Tensor:
@@ -137,7 +137,7 @@ class DQNPolicy(BasePolicy):
         ``stats/epsilon``, ``stats/updates`` (this call's updates) and ``stats/num_updates`` (all so far).
         """
         if self.optimizer is None:
-            raise RuntimeError("learn() called on a rollout (EVAL) copy of dqn")
+            raise RuntimeError("learn() called on a rollout copy of dqn")
         if not hasattr(buffer, "sample"):
             raise TypeError(f"dqn learns from a replay buffer (buffer.type: replay), got {type(buffer).__name__}")
         epsilon = epsilon_at(progress, self.params)

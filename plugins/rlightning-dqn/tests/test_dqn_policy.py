@@ -19,7 +19,7 @@ OBS = spaces.Box(-1.0, 1.0, (4,), np.float32)
 ACT = spaces.Discrete(3)
 
 
-def make(role=PolicyRole.TRAIN, seed=0, **params):
+def make(role=PolicyRole.LEARNER, seed=0, **params):
     base = {"hidden_sizes": [16, 16], "batch_size": 8, "learning_starts": 0, "utd_ratio": 1.0}
     return DQNPolicy(DQNParams(**{**base, **params}), observation_space=OBS, action_space=ACT, role=role, seed=seed)
 
@@ -77,7 +77,7 @@ def test_epsilon_decays_linearly_and_travels_with_the_weights():
     params = DQNParams(exploration_fraction=0.5, exploration_initial_eps=1.0, exploration_final_eps=0.1)
     assert [epsilon_at(p, params) for p in (0.0, 0.25, 0.5, 0.9)] == pytest.approx([1.0, 0.55, 0.1, 0.1])
     learner = make(exploration_fraction=0.5, exploration_final_eps=0.1)
-    rollout = make(PolicyRole.EVAL, seed=1, exploration_fraction=0.5, exploration_final_eps=0.1)
+    rollout = make(PolicyRole.ROLLOUT, seed=1, exploration_fraction=0.5, exploration_final_eps=0.1)
     obs = np.zeros((2000, 4), np.float32)  # one observation: the greedy action is always the same
     assert len(np.unique(rollout.act(obs).actions)) == 3  # epsilon 1: uniform
     buffer = make_buffer()
@@ -120,6 +120,6 @@ def test_prioritized_replay_gets_td_errors_as_priorities():
 
 def test_unsupported_spaces_are_refused():
     with pytest.raises(TypeError, match="Discrete action space"):
-        DQNPolicy(DQNParams(), observation_space=OBS, action_space=spaces.Box(-1, 1, (2,)), role=PolicyRole.TRAIN)
+        DQNPolicy(DQNParams(), observation_space=OBS, action_space=spaces.Box(-1, 1, (2,)), role=PolicyRole.LEARNER)
     with pytest.raises(TypeError, match=r"buffer.type: replay"):
         make().learn(object())

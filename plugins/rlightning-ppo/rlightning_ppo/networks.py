@@ -43,8 +43,8 @@ class ActorCritic(nn.Module):
     With separate (not shared) actor and critic bodies of one or more hidden layers, both bodies are stored
     stacked and run together: the first layer as one matrix product of width ``2 * hidden``, the later ones as
     one batched product over the pair. Small MLPs on a CPU are bound by per-operation overhead, not arithmetic,
-    so halving the number of operations speeds up both acting and learning (measured: ~20% per PPO update on
-    a 64-64 network, batch 256). The parameters are initialized exactly as two separate MLPs would be.
+    so halving the number of operations speeds up both acting and learning (docs/benchmarks.md). The parameters
+    are initialized exactly as two separate MLPs would be.
     """
 
     def __init__(self, obs_dim: int, act_dim: int, *, discrete: bool, hidden_sizes: list[int], activation: str,

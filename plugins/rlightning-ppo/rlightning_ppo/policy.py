@@ -1,6 +1,6 @@
 """PPO (Schulman et al., 2017): clipped surrogate objective over GAE-lambda advantages.
 
-One class serves both roles: a rollout copy (``EVAL``) only runs :meth:`PPOPolicy.act`; a learner (``TRAIN``)
+One class serves both roles: a rollout copy (``ROLLOUT``) only runs :meth:`PPOPolicy.act`; a learner (``LEARNER``)
 also owns the Adam optimizer and runs :meth:`PPOPolicy.learn` over a ``RolloutBuffer``.
 """
 
@@ -69,7 +69,7 @@ class PPOPolicy(BasePolicy):
     extras_spec = {"log_prob": ((), np.float32), "value": ((), np.float32)}
 
     def __init__(self, params: PPOParams, *, observation_space: Any, action_space: Any,
-                 role: PolicyRole = PolicyRole.TRAIN, device: str = "cpu", seed: int = 0) -> None:
+                 role: PolicyRole = PolicyRole.LEARNER, device: str = "cpu", seed: int = 0) -> None:
         super().__init__(params, observation_space=observation_space, action_space=action_space, role=role,
                          device=device, seed=seed)
         obs_dim, act_dim, self.discrete = space_info(observation_space, action_space)
@@ -83,17 +83,17 @@ class PPOPolicy(BasePolicy):
             self.low = torch.as_tensor(action_space.low, dtype=torch.float32)
             self.high = torch.as_tensor(action_space.high, dtype=torch.float32)
         self._params = list(self.net.parameters())
-        if role is PolicyRole.EVAL:
+        if role is PolicyRole.ROLLOUT:
             for param in self._params:
                 param.requires_grad_(False)
-        self._no_grad = contextlib.nullcontext if role is PolicyRole.EVAL else torch.inference_mode
-        self.optimizer = _adam(self._params, params) if role is PolicyRole.TRAIN else None
+        self._no_grad = contextlib.nullcontext if role is PolicyRole.ROLLOUT else torch.inference_mode
+        self.optimizer = _adam(self._params, params) if role is PolicyRole.LEARNER else None
         self._lean: LeanAdam | None = None
 
     def _stepper(self) -> LeanAdam:
         """The lean step of the current optimizer (rebuilt if the optimizer object was replaced)."""
         if self.optimizer is None:
-            raise RuntimeError("a rollout (EVAL) copy of ppo has no optimizer")
+            raise RuntimeError("a rollout copy of ppo has no optimizer")
         if self._lean is None or self._lean.optimizer is not self.optimizer:
             self._lean = LeanAdam(self.optimizer)
         return self._lean
@@ -174,7 +174,7 @@ class PPOPolicy(BasePolicy):
         only when ``target_kl`` needs the KL. The entropy enters the graph only when it is part of the loss.
         """
         if self.optimizer is None:
-            raise RuntimeError("learn() called on a rollout (EVAL) copy of ppo")
+            raise RuntimeError("learn() called on a rollout copy of ppo")
         p = self.params
         lr = p.lr * max(0.0, 1.0 - progress) if p.anneal_lr else p.lr
         for group in self.optimizer.param_groups:

@@ -1,8 +1,8 @@
 """A torch-free rollout copy of PPO: the same actor-critic forward pass in numpy, for env runners on CPU.
 
-An env runner only acts, so it does not need torch. Without it a Ray env-runner process starts ~2 s of CPU
-sooner and holds ~150 MiB less (``import torch`` alone is ~144 MiB per process), and a small batch acts in
-~30 us instead of ~180 us (a few tiny matrix products, where torch's per-operation overhead dominates).
+An env runner only acts, so it does not need torch. Without it a Ray env-runner process starts sooner and
+holds less memory (it never runs ``import torch``), and a small batch acts faster (a few tiny matrix products,
+where torch's per-operation overhead dominates; docs/benchmarks.md has the numbers).
 
 The copy has no weights of its own: it acts once the learner's weights arrive through
 :meth:`NumpyPPORollout.set_weights` (the keys and shapes of ``PPOPolicy.get_weights``, copied bit for bit).
@@ -67,14 +67,14 @@ def layout(params: PPOParams, obs_dim: int, act_dim: int, discrete: bool) -> dic
 
 
 class NumpyPPORollout(BasePolicy):
-    """PPO's rollout (``EVAL``) role in numpy: :meth:`act` and :meth:`value`, weights from the learner."""
+    """PPO's ``ROLLOUT`` role in numpy: :meth:`act` and :meth:`value`, weights from the learner."""
 
     default_buffer = "rollout"
     extras_spec = {"log_prob": ((), np.float32), "value": ((), np.float32)}
 
     def __init__(self, params: PPOParams, *, observation_space: Any, action_space: Any, seed: int = 0) -> None:
         super().__init__(params, observation_space=observation_space, action_space=action_space,
-                         role=PolicyRole.EVAL, device="cpu", seed=seed)
+                         role=PolicyRole.ROLLOUT, device="cpu", seed=seed)
         obs_dim, act_dim, self.discrete = space_info(observation_space, action_space)
         self.act_fn = ACTIVATIONS[params.activation]
         self.layout = layout(params, obs_dim, act_dim, self.discrete)

@@ -22,7 +22,7 @@ CONTINUOUS = (gym.spaces.Box(-5.0, 5.0, (5,), np.float32), gym.spaces.Box(-1.0, 
 
 def _pair(params: PPOParams, spaces: tuple, seed: int = 3) -> tuple[PPOPolicy, NumpyPPORollout]:
     obs_space, act_space = spaces
-    learner = PPOPolicy(params, observation_space=obs_space, action_space=act_space, role=PolicyRole.TRAIN,
+    learner = PPOPolicy(params, observation_space=obs_space, action_space=act_space, role=PolicyRole.LEARNER,
                         seed=seed)
     with torch.no_grad():  # move every parameter off its initial value (zero biases, the 0.01-gain head)
         gen = torch.Generator().manual_seed(seed)
@@ -96,7 +96,7 @@ def test_it_refuses_to_act_without_weights_and_rejects_weights_of_another_policy
     with pytest.raises(RuntimeError, match="before the learner's weights arrived"):
         copy.act(np.zeros((1, 3, 2), np.float32))
     other = PPOPolicy(PPOParams(hidden_sizes=[16]), observation_space=DISCRETE[0], action_space=DISCRETE[1],
-                      role=PolicyRole.EVAL)
+                      role=PolicyRole.ROLLOUT)
     with pytest.raises(ValueError, match=r"has shape .*expected"):
         copy.set_weights(other.get_weights())
     weights = other.get_weights()

@@ -14,7 +14,7 @@ from rlightning_core.policy.base import PolicyRole
 def _policy(n_actions: int, seed: int = 0) -> PPOPolicy:
     obs_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
     return PPOPolicy(PPOParams(hidden_sizes=[16]), observation_space=obs_space,
-                     action_space=gym.spaces.Discrete(n_actions), role=PolicyRole.EVAL, seed=seed)
+                     action_space=gym.spaces.Discrete(n_actions), role=PolicyRole.ROLLOUT, seed=seed)
 
 
 def test_categorical_samples_follow_the_softmax_and_log_probs_match_torch() -> None:

@@ -79,11 +79,11 @@ class RslRlPPOParams:
 
     def run_problems(self, _component: Any, config: Any) -> list[str]:
         """What these options cannot do in ``config``'s run, found when the config is validated."""
-        learners = config.cluster.train_workers if config.cluster.mode == "ray" else 1
+        learners = config.cluster.num_learners if config.cluster.mode == "ray" else 1
         problems = []
         if learners > 1 and self.obs_normalization:
             problems.append(f"params.obs_normalization: not supported with data-parallel learners "
-                            f"(cluster.train_workers: {learners}; each learner would keep its own normalization "
+                            f"(cluster.num_learners: {learners}; each learner would keep its own normalization "
                             "statistics); set it to false")
         steps = getattr(config.engine.params, "rollout_steps", None)
         envs = sum(e.num_envs * e.num_workers for e in config.env) // max(learners, 1)

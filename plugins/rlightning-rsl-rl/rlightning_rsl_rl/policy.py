@@ -122,7 +122,7 @@ class RslRlPPOPolicy(BasePolicy):
     extras_spec = {"log_prob": ((), np.float32), "value": ((), np.float32)}
 
     def __init__(self, params: RslRlPPOParams, *, observation_space: Any, action_space: Any,
-                 role: PolicyRole = PolicyRole.TRAIN, device: str = "cpu", seed: int = 0) -> None:
+                 role: PolicyRole = PolicyRole.LEARNER, device: str = "cpu", seed: int = 0) -> None:
         super().__init__(params, observation_space=observation_space, action_space=action_space, role=role,
                          device=device, seed=seed)
         from rsl_rl.algorithms import PPO
@@ -144,7 +144,7 @@ class RslRlPPOPolicy(BasePolicy):
         self.low = torch.tensor(np.array(action_space.low, dtype=np.float32))
         self.high = torch.tensor(np.array(action_space.high, dtype=np.float32))
         self.alg: Any = None
-        if role is PolicyRole.TRAIN:
+        if role is PolicyRole.LEARNER:
             self.alg = PPO(self.actor, self.critic, storage=None, num_learning_epochs=p.num_learning_epochs,
                            num_mini_batches=p.num_mini_batches, clip_param=p.clip_param, gamma=p.gamma, lam=p.lam,
                            value_loss_coef=p.value_loss_coef, entropy_coef=p.entropy_coef,
@@ -213,7 +213,7 @@ class RslRlPPOPolicy(BasePolicy):
     def learn(self, buffer: Any, *, progress: float = 0.0) -> dict[str, float]:
         """Replay the rollout into RSL-RL's storage, then ``PPO.compute_returns`` and ``PPO.update``."""
         if self.alg is None:
-            raise RuntimeError("learn() called on a rollout (EVAL) copy of rsl_rl_ppo")
+            raise RuntimeError("learn() called on a rollout copy of rsl_rl_ppo")
         if self.data_parallel is not None and self.params.obs_normalization:
             raise UserError("policy.params.obs_normalization: not supported with data-parallel learners (each "
                             "learner would keep its own normalization statistics); set it to false")

@@ -26,7 +26,7 @@ ACT = spaces.Box(-1.0, 1.0, (2,), np.float32)
 
 def _policy(**params):
     p = RslRlPPOParams(actor_hidden_dims=[16], critic_hidden_dims=[16], **params)
-    return RslRlPPOPolicy(p, observation_space=OBS, action_space=ACT, role=PolicyRole.TRAIN, seed=0)
+    return RslRlPPOPolicy(p, observation_space=OBS, action_space=ACT, role=PolicyRole.LEARNER, seed=0)
 
 
 def _buffer(policy, steps=8, envs=4):
@@ -75,7 +75,7 @@ def test_adaptive_schedule_moves_the_learning_rate_and_state_keeps_it():
 def test_discrete_actions_are_refused():
     with pytest.raises(UserError, match="1-D Box action space, got Discrete"):
         RslRlPPOPolicy(RslRlPPOParams(), observation_space=OBS, action_space=spaces.Discrete(3),
-                       role=PolicyRole.TRAIN)
+                       role=PolicyRole.LEARNER)
 
 
 def test_too_many_minibatches_are_refused():

@@ -1,6 +1,6 @@
 r"""Soft Actor-Critic (Haarnoja et al., 2018, "Soft Actor-Critic Algorithms and Applications").
 
-One class serves both roles: a rollout copy (``EVAL``) only runs :meth:`SACPolicy.act`; a learner (``TRAIN``)
+One class serves both roles: a rollout copy (``ROLLOUT``) only runs :meth:`SACPolicy.act`; a learner (``LEARNER``)
 also owns the optimizers and runs :meth:`SACPolicy.learn` on a replay buffer. Per gradient update, in
 Stable-Baselines3's order:
 
@@ -67,7 +67,7 @@ class SACPolicy(BasePolicy):
     extras_spec: dict[str, tuple[tuple[int, ...], Any]] = {}
 
     def __init__(self, params: SACParams, *, observation_space: Any, action_space: Any,
-                 role: PolicyRole = PolicyRole.TRAIN, device: str = "cpu", seed: int = 0) -> None:
+                 role: PolicyRole = PolicyRole.LEARNER, device: str = "cpu", seed: int = 0) -> None:
         super().__init__(params, observation_space=observation_space, action_space=action_space, role=role,
                          device=device, seed=seed)
         obs_dim, self.act_dim = _space_info(observation_space, action_space)
@@ -90,7 +90,7 @@ class SACPolicy(BasePolicy):
         self.actor_optimizer: torch.optim.Optimizer | None = None
         self.critic_optimizer: torch.optim.Optimizer | None = None
         self.ent_coef_optimizer: torch.optim.Optimizer | None = None
-        if role is PolicyRole.TRAIN:
+        if role is PolicyRole.LEARNER:
             self.actor_optimizer = _adam(self.actor.parameters(), params.lr)
             self.critic_optimizer = _adam(self.critic.parameters(), params.lr)
             if params.auto_ent_coef:
@@ -139,7 +139,7 @@ class SACPolicy(BasePolicy):
         ``stats/num_updates`` (all so far). A call with no update due returns only the two counters.
         """
         if self.critic_optimizer is None:
-            raise RuntimeError("learn() called on a rollout (EVAL) copy of sac")
+            raise RuntimeError("learn() called on a rollout copy of sac")
         if not hasattr(buffer, "sample"):
             raise TypeError(f"sac learns from a replay buffer (buffer.type: replay), got {type(buffer).__name__}")
         if hasattr(buffer, "set_progress"):

@@ -20,7 +20,7 @@ OBS = spaces.Box(-1.0, 1.0, (3,), np.float32)
 ACT = spaces.Box(-2.0, 2.0, (2,), np.float32)
 
 
-def make(role=PolicyRole.TRAIN, seed=0, **params):
+def make(role=PolicyRole.LEARNER, seed=0, **params):
     base = {"hidden_sizes": [16, 16], "batch_size": 8, "learning_starts": 0}
     return SACPolicy(SACParams(**{**base, **params}), observation_space=OBS, action_space=ACT, role=role, seed=seed)
 
@@ -92,7 +92,7 @@ def test_learn_makes_utd_ratio_updates_per_new_transition():
 
 
 def test_random_warmup_until_the_rollout_copy_receives_trained_weights():
-    learner, rollout = make(), make(PolicyRole.EVAL, seed=1)
+    learner, rollout = make(), make(PolicyRole.ROLLOUT, seed=1)
     obs = np.random.default_rng(0).uniform(-1, 1, (64, 3)).astype(np.float32)
 
     def replay(draw):
@@ -113,7 +113,7 @@ def test_random_warmup_until_the_rollout_copy_receives_trained_weights():
         mean, log_std = rollout.actor(torch.as_tensor(obs))
     expected = replay(lambda g: torch.tanh(mean + log_std.exp() * torch.randn(mean.shape, generator=g)))
     np.testing.assert_allclose(rollout.act(obs).actions, expected, rtol=1e-6)  # the trained actor's samples
-    untrained = make(PolicyRole.EVAL, warmup_actions="policy")
+    untrained = make(PolicyRole.ROLLOUT, warmup_actions="policy")
     assert not untrained.actor.trained
     with torch.no_grad():
         mean, log_std = untrained.actor(torch.as_tensor(obs))
@@ -159,7 +159,7 @@ def test_prioritized_buffer_receives_td_errors():
 ])
 def test_unsupported_action_spaces_are_refused(space, match):
     with pytest.raises(TypeError, match=match):
-        SACPolicy(SACParams(), observation_space=OBS, action_space=space, role=PolicyRole.TRAIN)
+        SACPolicy(SACParams(), observation_space=OBS, action_space=space, role=PolicyRole.LEARNER)
 
 
 def test_learning_from_a_rollout_buffer_is_refused():

@@ -41,6 +41,7 @@ from rlightning_core.env.remote.protocol import (
 )
 from rlightning_core.env.remote.server import ClientConn, EnvServer
 from rlightning_core.env.seeding import derive_seed
+from rlightning_core.files import write_text_atomic
 
 __all__ = ["RemoteEnvWorker", "make_remote_worker"]
 
@@ -140,10 +141,9 @@ class RemoteEnvWorker:
                 path = path.with_name(path.stem + suffix + path.suffix)
             path.parent.mkdir(parents=True, exist_ok=True)
             self._address_path = path
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_text(json.dumps({"host": host, "port": port, "role": self.params.role,
-                                       "worker_index": self.worker_index, "pid": os.getpid()}) + "\n")
-            tmp.replace(path)
+            write_text_atomic(path, json.dumps({"host": host, "port": port, "role": self.params.role,
+                                                "worker_index": self.worker_index, "pid": os.getpid()}) + "\n",
+                              what="remote env address file")
 
     def _wait_clients(self, count: int, timeout: float, why: str) -> None:
         if not self._server.wait_for(lambda: len(self._server.clients) >= count, timeout):

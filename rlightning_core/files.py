@@ -1,8 +1,10 @@
-"""Writing a checkpoint directory's files: atomic writes, refused files set aside, storage failures named.
+"""Writing the run's files safely: atomic writes, refused files set aside, storage failures named.
 
-Every file is written through a hidden temp file in its directory (``.<name>.<hex>.tmp``), flushed, fsynced and
-renamed over its final name, and the directory is fsynced: a reader never sees half a file, and a crash
-leaves at most a temp file that the next writer removes.
+Every file that must never be seen half-written (checkpoints and their index, the run's ``config.yaml``, a remote
+env server's address file) is written by :func:`atomic_write` (or :func:`write_text_atomic`): through a hidden
+temp file in its directory (``.<name>.<hex>.tmp``), flushed, fsynced and renamed over its final name, and the
+directory is fsynced. A reader never sees half a file, and a crash leaves at most a temp file (the checkpoint
+manager removes those of its directory on its next write).
 
 A file rlightning cannot use (a damaged or planted checkpoint, a directory where ``index.json`` belongs) is
 never overwritten or deleted: :func:`set_aside` renames it to ``<name>.rejected`` so the evidence survives and
@@ -10,7 +12,7 @@ nothing that scans for ``ckpt-*.pt`` counts it again.
 
 An ``OSError`` while writing (a full disk, a quota, a read-only or failing filesystem) becomes a
 :class:`~rlightning_core.errors.StorageError` that names the file and what failed; the temp file is removed so
-the previous checkpoint stays the newest complete one.
+the previous version of the file stays in place.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import secrets
 from collections.abc import Callable
 from pathlib import Path
@@ -26,14 +27,12 @@ from typing import IO, Any
 
 from rlightning_core.errors import StorageError, describe_os_error
 
-__all__ = ["REJECTED_SUFFIX", "TEMP_RE", "atomic_write", "describe_os_error", "fsync_dir", "set_aside"]
+__all__ = ["REJECTED_SUFFIX", "atomic_write", "describe_os_error", "fsync_dir", "set_aside", "write_text_atomic"]
 
 log = logging.getLogger("rlightning")
 
 #: Suffix of a refused file once it is set aside (``ckpt-00000012.pt.rejected``).
 REJECTED_SUFFIX = ".rejected"
-#: Temp files of interrupted writes (``.ckpt-00000012.pt.1a2b3c4d.tmp``, ``.index.json.1a2b3c4d.tmp``).
-TEMP_RE = re.compile(r"^\.(ckpt-\d{8,}\.pt|index\.json)\.[0-9a-f]+\.tmp$")
 
 
 class _RecordingWriter:
@@ -64,7 +63,7 @@ def atomic_write(path: Path, write: Callable[[Any], Any], *, what: str) -> None:
     Args:
         path: the final file name.
         write: called with a binary file object (its ``write`` and ``flush``) to produce the content.
-        what: what the file is, for the error message (``checkpoint``, ``checkpoint index``).
+        what: what the file is, for the error message (``checkpoint``, ``checkpoint index``, ``run config``).
 
     Raises:
         StorageError: the filesystem refused the write (disk full, quota, read-only, I/O error); the temp file
@@ -100,6 +99,16 @@ def atomic_write(path: Path, write: Callable[[Any], Any], *, what: str) -> None:
         fsync_dir(path.parent)
     except OSError as exc:
         raise StorageError(f"cannot write {what} {path}: {describe_os_error(exc)} (syncing its directory)") from exc
+
+
+def write_text_atomic(path: Path, text: str, *, what: str) -> None:
+    """:func:`atomic_write` of ``text`` encoded as UTF-8.
+
+    Raises:
+        StorageError: as :func:`atomic_write`; ``path`` is as it was.
+    """
+    data = text.encode("utf-8")
+    atomic_write(path, lambda fh: fh.write(data), what=what)
 
 
 def fsync_dir(directory: Path) -> None:
