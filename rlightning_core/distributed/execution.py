@@ -552,9 +552,9 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
             if failed:
                 chained = None  # it fails on its failed chunk arguments without running; learn() resubmits
                 presync, voided = [], presync  # so do the transfers of its weights
-            for i, err in failed:
+            for i, _ in failed:
                 faults[i] += 1
-                self._restart_runner(i, err)
+            self._restart_runners(failed)
             if voided:  # only now: a hung runner's transfer (queued behind its collect) ends when it is killed
                 with contextlib.suppress(Exception):
                     self.ray.get(voided, timeout=self.config.cluster.call_timeout_s)
@@ -572,7 +572,18 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
         self._merge_preprocessors(stats)
         return stats
 
-    def _restart_runner(self, index: int, exc: BaseException) -> Any:
+    def _restart_runners(self, failures: Sequence[tuple[int, BaseException]]) -> None:
+        """Recreate every failed runner, then re-sync their weights once.
+
+        A node that dies takes all its runners at once: re-forming the weight-sync group after each restart
+        would ask the runners not yet recreated to join, and they are dead.
+        """
+        for index, exc in failures:
+            self._restart_runner(index, exc, resync=False)
+        if failures:
+            self._resync_runners([index for index, _ in failures])
+
+    def _restart_runner(self, index: int, exc: BaseException, *, resync: bool = True) -> Any:
         slot = self.env_group.slots[index]
         if isinstance(exc, EnvStepError) and exc.kind == "config" and not slot.restarts:  # see env.faults
             from rlightning_core.env.faults import env_config_error
@@ -621,15 +632,22 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
         if self.preprocessors:
             self._track(index, actor.load_preprocessor_states.remote(
                 [_strip_private(p.state_dict()) for p in self.preprocessors]))
+        if resync:
+            self._resync_runners([index])
+        return actor
+
+    def _resync_runners(self, indices: Sequence[int]) -> None:
+        """Give the recreated runners ``indices`` the learner's weights (and a new weight-sync group)."""
+        actors = self.env_group.actors
         if self.inference_server:
-            pass  # the env actor holds no weights: its server has them
+            pass  # the env actors hold no weights: their servers have them
         elif self.strategy in ("broadcast", "double_buffer"):
-            self._drain_staging(ignore_errors=True)  # a transfer the dead worker was part of failed or hangs
-            for m in [self.learner, *[a for j, a in enumerate(self.env_group.actors) if j != index]]:
+            self._drain_staging(ignore_errors=True)  # a transfer the dead workers were part of failed or hangs
+            for m in [self.learner, *[a for j, a in enumerate(actors) if j not in indices]]:
                 m.leave_collective.remote()
             self._form_group()
             if self.strategy == "double_buffer":
-                self._enable_double_buffer([actor])
+                self._enable_double_buffer([actors[i] for i in indices])
                 self._stage(self.version, blocking=True)
             else:
                 self._broadcast(self.version)
@@ -637,9 +655,9 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
             self._setup_shared()
             self._shared_sync(self.version)
         else:  # the learner's weights now, which an async learner may have moved past this version's
-            self._exempt[index] = self.version
-            self._track(index, actor.set_weights.remote(self.learner.get_weights.remote(), self.version))
-        return actor
+            for i in indices:
+                self._exempt[i] = self.version
+                self._track(i, actors[i].set_weights.remote(self.learner.get_weights.remote(), self.version))
 
     def _merge_preprocessors(self, stats: list[Any]) -> None:
         for k, pre in enumerate(self.preprocessors):
