@@ -15,7 +15,8 @@ import attrs
 
 from rlightning_core.config.schema import ClusterConfig, MainConfig
 
-__all__ = ["ClusterTarget", "RayCluster", "cluster_target", "import_ray", "recorded_cluster_address", "required_cpus"]
+__all__ = ["LOOPBACK_ENV", "ClusterTarget", "RayCluster", "cluster_target", "import_ray", "import_ray_for",
+           "recorded_cluster_address", "required_cpus"]
 
 log = logging.getLogger("rlightning")
 
@@ -46,6 +47,26 @@ def import_ray() -> Any:
     from rlightning_core.dependencies import import_module
 
     return import_module("ray", pip="rlightning[ray]", needed_by="Ray mode")
+
+
+#: Ray's switch for multi-node clusters. Off, Ray takes this machine's loopback address as the node's address
+#: (as it does on macOS and Windows), so the GCS, raylet, workers and agents of a cluster started here listen on
+#: 127.0.0.1 only. Ray reads it once, when it is imported.
+LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+def import_ray_for(cluster: ClusterConfig, environ: Any = os.environ) -> Any:
+    """``ray``, imported so that a private local cluster (:func:`cluster_target`) listens on loopback only.
+
+    Ray turns ``ray.init(_node_ip_address="127.0.0.1")`` into this machine's address and then binds its servers
+    to every interface. A cluster no other machine will join needs none of that: before the first import of
+    ``ray``, ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` (unless the environment sets it) makes Ray keep the node on
+    loopback. Joining a cluster changes nothing; neither does a ``ray`` imported earlier (see
+    :meth:`RayCluster.start`, which says so).
+    """
+    if "ray" not in sys.modules and not cluster_target(cluster, environ).join:
+        environ.setdefault(LOOPBACK_ENV, "0")
+    return import_ray()
 
 
 def required_cpus(config: MainConfig) -> float:
@@ -132,7 +153,7 @@ class RayCluster:
 
     def start(self) -> RayCluster:
         """Connect (idempotent: an already initialized Ray is reused and left running)."""
-        ray = import_ray()
+        ray = import_ray_for(self.cluster)
         if ray.is_initialized():
             return self
         c = self.cluster
@@ -163,6 +184,11 @@ class RayCluster:
                 ray.init(address="local", num_cpus=cpus, num_gpus=c.num_gpus, include_dashboard=c.dashboard,
                          _node_ip_address="127.0.0.1", logging_level=logging.WARNING, log_to_driver=True)
                 self.started = True
+                node_ip = ray.util.get_node_ip_address()
+                if not node_ip.startswith("127."):
+                    log.warning("ray: the private cluster listens on %s (all interfaces), not on loopback only: "
+                                "ray was imported before the run started it; set %s=0 before importing ray for "
+                                "loopback only (docs/ray.md)", node_ip, LOOPBACK_ENV)
         except BaseException:
             if self.helper is not None:  # no run for it
                 self.helper.close()

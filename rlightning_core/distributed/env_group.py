@@ -91,10 +91,10 @@ class RemoteEnvGroup:
     def __init__(self, env_cfgs: Sequence[EnvConfig], *, seed: int, cluster: ClusterConfig, plugins: Any,
                  labels: Sequence[str] | None = None, num_threads: int = 1, plan: Any = None,
                  preprocess_fn: Any = None) -> None:
-        from rlightning_core.distributed.cluster import RayCluster, import_ray
+        from rlightning_core.distributed.cluster import RayCluster, import_ray_for
         from rlightning_core.env.preprocess_fn import per_config
 
-        self.ray = import_ray()
+        self.ray = import_ray_for(cluster)
         self._fns = per_config(preprocess_fn, len(env_cfgs))
         _check_picklable(self._fns)
         need = sum(c.num_workers * c.num_cpus for c in env_cfgs) + cluster.num_learners * cluster.learner_num_cpus
