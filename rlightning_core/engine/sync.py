@@ -16,11 +16,6 @@ class SyncEngine(BaseEngine):
         """One iteration, phase by phase."""
         clock = time.perf_counter
         total, steps = self.config.engine.total_steps, self.params.rollout_steps
-        chain = getattr(self.execution, "chain_learn", None)
-        progress: float | None = None
-        if chain is not None:  # a remote learner may start as soon as the chunks exist (same progress as below)
-            progress = min(1.0, (self.env_steps + self.execution.steps_per_collect(steps)) / total)
-            chain(progress)
         # collect: every runner steps its envs T times with its rollout copy; chunks go to the learner side
         start, steps_before = clock(), self.env_steps
         for stats in self.execution.collect(steps):
@@ -28,19 +23,13 @@ class SyncEngine(BaseEngine):
         collect_s = clock() - start
         # learn: the learner updates from the whole rollout
         t0 = clock()
-        if progress is None:
-            progress = min(1.0, self.env_steps / total)
+        progress = min(1.0, self.env_steps / total)
         metrics = self.execution.learn(progress)
         t1 = clock()
         # sync: rollout copies receive the new weights
         version, sync_metrics = self.execution.sync()
         t2 = clock()
-        busy = metrics.get("perf/learner_busy_s")  # a learner actor that learned inside the collect call (its line)
-        if busy is not None:
-            collect_s = max(collect_s - busy, 1e-9)
-            self.profile["learn"] += busy
-        else:
-            self.profile["learn"] += t1 - t0
+        self.profile["learn"] += t1 - t0
         self.profile["sync"] += t2 - t1
         metrics.update(sync_metrics)
         metrics["perf/weight_version"] = version
