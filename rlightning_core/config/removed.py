@@ -26,7 +26,12 @@ class RemovedKey:
     key: str
     """The field name (``"early_rollout"``)."""
     why: str
-    """What it did, that it is gone, and what to do instead."""
+    """The mechanism that went with it and what happens instead (completes "removed together with ...")."""
+
+    @property
+    def message(self) -> str:
+        """The problem line's text after the key's path."""
+        return f"this key was removed together with {self.why}; delete it from the config"
 
     @property
     def path(self) -> str:
@@ -37,19 +42,18 @@ class RemovedKey:
 #: Every removed key, in the order they were removed.
 REMOVED_KEYS: tuple[RemovedKey, ...] = (
     RemovedKey(owner="ClusterConfig", section="cluster", key="local_channel",
-               why="the private Unix-socket channel beside Ray's calls was removed: env runners and inference "
-                   "servers always take Ray calls; delete this key"),
+               why="the Unix-socket channel beside Ray's calls (env runners and inference servers always take "
+                   "Ray calls)"),
     RemovedKey(owner="ClusterConfig", section="cluster", key="early_rollout",
-               why="the early-rollout helper process was removed: the first rollout starts once the learner "
-                   "is built; delete this key"),
+               why="the early-rollout helper process (the first rollout starts once the learner is built)"),
     RemovedKey(owner="PolicyConfig", section="policy", key="rollout_impl",
-               why="the core no longer picks a torch-free rollout copy: Ray env runners act with the policy "
-                   "class itself; delete this key"),
+               why="the torch-free rollout copies the core picked (Ray env runners act with the policy class "
+                   "itself)"),
 )
 
 
 class RemovedKeyError(ValueError):
-    """A config sets a key that was removed (rendered as ``path: this key was removed: why``)."""
+    """A config sets a key that was removed (rendered as ``path:`` and :attr:`RemovedKey.message`)."""
 
 
 def removed_keys_of(owner: str) -> dict[str, RemovedKey]:

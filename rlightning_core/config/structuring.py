@@ -106,7 +106,7 @@ def _attrs_hook_factory(cls: type) -> Any:
             raise TypeError(f"expected a mapping, got {_describe(data)}")
         errors: list[Exception] = []
         for key in sorted(k for k in data if k in removed):
-            errors.append(_noted(RemovedKeyError(f"this key was removed: {removed[key].why}"), cls, key, Any))
+            errors.append(_noted(RemovedKeyError(removed[key].message), cls, key, Any))
         extra = {k for k in data if k not in names and k not in removed}
         if extra:
             errors.append(ForbiddenExtraKeysError(f"Extra fields in constructor for {cls.__name__}", cls, extra))

@@ -156,8 +156,8 @@ def test_config_validate_refuses_a_file_setting_a_removed_key_and_says_what_to_d
     path = tmp_path / "old.yaml"
     path.write_text(yaml.safe_dump(data))
     result = rlightning_cli(["config", "validate", str(path)])
-    refused(result, "cluster.early_rollout: this key was removed: the early-rollout helper process was removed",
-            "delete this key")
+    refused(result, "cluster.early_rollout: this key was removed together with the early-rollout helper process "
+            "(the first rollout starts once the learner is built); delete it from the config")
     assert "unknown key" not in result.output  # removed, not merely unknown
 
 
@@ -166,5 +166,5 @@ def test_config_validate_refuses_a_file_setting_a_removed_key_and_says_what_to_d
     ("policy.rollout_impl=torch", "policy.rollout_impl"),
 ])
 def test_an_override_setting_a_removed_key_is_refused_naming_it(rlightning_cli, override, key):
-    refused(rlightning_cli(["train", CARTPOLE, override, "--dry-run"]), f"{key}: this key was removed: ",
-            "delete this key")
+    refused(rlightning_cli(["train", CARTPOLE, override, "--dry-run"]), f"{key}: this key was removed together with ",
+            "; delete it from the config")

@@ -24,13 +24,13 @@ def test_every_removed_key_is_gone_from_its_class_and_refused_with_its_reason(re
     cls = {"ClusterConfig": ClusterConfig, "PolicyConfig": PolicyConfig}[removed.owner]
     assert removed.key not in {f.name for f in cls.__attrs_attrs__}
     data = {"type": "ppo"} if cls is PolicyConfig else {}
-    assert _problems({**data, removed.key: True}, cls) == [f"section.{removed.key}: this key was removed: "
-                                                           f"{removed.why}"]
+    assert _problems({**data, removed.key: True}, cls) == [f"section.{removed.key}: {removed.message}"]
+    assert removed.message.endswith("; delete it from the config")
 
 
 def test_a_removed_key_and_an_unknown_one_are_both_reported():
     problems = _problems({"early_rollout": True, "num_cpuz": 2}, ClusterConfig)
-    assert problems[0].startswith("section.early_rollout: this key was removed")
+    assert problems[0].startswith("section.early_rollout: this key was removed together with the early-rollout")
     assert problems[1].startswith("section.num_cpuz: unknown key (did you mean 'num_cpus'?)")
 
 
