@@ -1,13 +1,12 @@
 """Ray mode: scaling with env workers on a slow env, overhead against local mode, startup time.
 
 1. Scaling: a CartPole that sleeps 5 ms per step; collection SPS (env steps per second of the collect phase)
-   with K = 1, 2, 4, 8 env-runner actors of 1 env each. Target: >= 0.8 * K of the 1-worker SPS at K = 8.
+   with K = 1, 2, 4, 8 env-runner actors of 1 env each. Target: >= 0.95 * K of the 1-worker SPS at K = 8.
 2. Overhead: CartPole PPO SPS (whole training loop) in ray mode with 2 env-runner actors of 4 envs vs local
-   mode with the same 8 envs. Target: >= 1.0. Beside it (report only): the inference-server topology, the
+   mode with the same 8 envs. Target: >= 0.8. Beside it (report only): the inference-server topology, the
    same 2 env actors asking 1 batching rollout actor every step.
 3. Startup: wall time from building the run to the first collected chunk in ray mode, against `ray.init`
-   alone, each in a fresh interpreter (alternating, medians). Target: <= ray.init + 1 s. With a learner actor
-   each round also times a run that waits for it (``cluster.early_rollout: false``) as the in-run reference.
+   alone, each in a fresh interpreter (alternating, medians). Target: <= ray.init + 2 s.
 4. Memory: PSS of the driver and every Ray process of a ray-mode CartPole run with 2 env workers, at the first
    chunk and after two training iterations.
    Target: <= 1.0 GiB in all.
@@ -71,20 +70,15 @@ def scaling(workers: list[int], steps_per_worker: int, tmp: Path) -> None:
         print(f"  K={k}: {sps:8.0f} steps/s   x{sps / base:4.2f} of K=1 (ideal x{k})")
     if base and workers[-1] > 1:
         ratio = sps / base / workers[-1]
-        print(f"  target at K={workers[-1]}: >= 0.8*K -> {ratio:.2f}*K {'PASS' if ratio >= 0.8 else 'FAIL'}")
+        print(f"  target at K={workers[-1]}: >= 0.95*K -> {ratio:.2f}*K {'PASS' if ratio >= 0.95 else 'FAIL'}")
 
 
 def overhead(tmp: Path, total: int, repeats: int = 1) -> None:
     print(f"\n2. overhead: CartPole PPO, whole loop SPS, ray (2 env-runner actors x 4 envs) vs local (8 envs); "
           f"{repeats} alternating round(s), medians")
     modes = {"local": (), "ray, learner actor": ("cluster.mode=ray", "env.num_workers=2", "env.num_envs=4"),
-             "ray, learner actor over Ray calls (cluster.local_channel=false)": (
-                 "cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", "cluster.local_channel=false"),
              "ray, learner in the driver (cluster.num_learners=0)": (
-                 "cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", "cluster.num_learners=0"),
-             "ray, learner in the driver over Ray calls (cluster.local_channel=false)": (
-                 "cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", "cluster.num_learners=0",
-                 "cluster.local_channel=false")}
+                 "cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", "cluster.num_learners=0")}
     sps: dict[str, list[float]] = {m: [] for m in modes}
     steady: dict[str, list[float]] = {m: [] for m in modes}
     for r in range(repeats):
@@ -103,7 +97,7 @@ def overhead(tmp: Path, total: int, repeats: int = 1) -> None:
             ratios = [a / b for a, b in zip(table[m], table["local"], strict=True)]
             print(f"  {what}: {m}: {med[m]:6.0f} sps vs local {ls:6.0f}: ratio of medians {med[m] / ls:.2f}, "
                   f"per round {', '.join(f'{x:.2f}' for x in ratios)} "
-                  f"(target >= 1.0: {'PASS' if med[m] / ls >= 1.0 else 'FAIL'})")
+                  f"(target >= 0.8: {'PASS' if med[m] / ls >= 0.8 else 'FAIL'})")
     ls = sorted(sps["local"])[len(sps["local"]) // 2]
     engine = build(cartpole("cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", f"engine.total_steps={total}",
                             "cluster.topology=inference_server", "cluster.num_inference_servers=1"))
@@ -131,13 +125,12 @@ def startup(tmp: Path, repeats: int = 1, num_learners: int = 1) -> None:
     import json
     import subprocess
 
-    # with a learner actor, each round also starts a run that waits for it (cluster.early_rollout: false)
-    parts = ["init", "first"] + (["waiting"] if num_learners == 1 else [])
+    parts = ["init", "first"]
     print(f"\n3. startup: ray.init alone vs build + first chunk in ray mode, cluster.num_learners={num_learners} "
           f"(alternating {', '.join(parts)}, {repeats}x, fresh processes, medians)")
     ray.shutdown()
     byte_compile_sources()
-    inits, firsts, afters, waits = [], [], [], []
+    inits, firsts, afters = [], [], []
     child: dict = {}
     for i in range(repeats):
         runs = {}
@@ -148,11 +141,6 @@ def startup(tmp: Path, repeats: int = 1, num_learners: int = 1) -> None:
             if out.returncode:
                 raise RuntimeError(f"startup child {part} failed:\n{out.stderr[-3000:]}")
             runs[part] = json.loads(out.stdout.strip().splitlines()[-1])
-        if "waiting" in runs:
-            w = runs["waiting"]
-            waits.append(w["first_s"] - w["own_init_s"])
-            print(f"  run {i + 1}, cluster.early_rollout=false: build + first chunk {w['first_s']:.2f}s "
-                  f"(its own ray.init {w['own_init_s']:.2f}s, after it {waits[-1]:.2f}s)")
         child = runs["first"]
         inits.append(runs["init"]["init_s"])
         firsts.append(child["first_s"])
@@ -164,12 +152,8 @@ def startup(tmp: Path, repeats: int = 1, num_learners: int = 1) -> None:
     init_s, first = sorted(inits)[len(inits) // 2], sorted(firsts)[len(firsts) // 2]
     after = sorted(afters)[len(afters) // 2]
     print(f"  median: ray.init {init_s:.2f}s   build + first chunk {first:.2f}s   overhead {first - init_s:+.2f}s "
-          f"(target <= +1.0s: {'PASS' if first - init_s <= 1.0 else 'FAIL'}); after the run's own ray.init "
-          f"{after:+.2f}s ({'PASS' if after <= 1.0 else 'FAIL'})")
-    if waits:
-        wait = sorted(waits)[len(waits) // 2]
-        print(f"  reference, same rounds: waiting for the learner actor (cluster.early_rollout=false) {wait:.2f}s "
-              f"after its own ray.init; early rollout / waiting = {after / wait:.2f}")
+          f"(target <= +2.0s: {'PASS' if first - init_s <= 2.0 else 'FAIL'}); after the run's own ray.init "
+          f"{after:+.2f}s ({'PASS' if after <= 2.0 else 'FAIL'})")
     print("\n4. memory: PSS of the driver + its Ray processes with 2 env workers (target <= 1024 MiB), last run")
     report_pss("at the first chunk", child["pss_first"], child["cpu_first"])
     report_pss("after two learn + sync iterations (steady state)", child["pss_steady"], child["cpu_steady"])
@@ -204,7 +188,7 @@ def startup_child(part: str, num_learners: int, memory: bool) -> None:
         ray.shutdown()
         return
     config = cartpole("cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", "cluster.num_cpus=4",
-                      f"cluster.num_learners={num_learners}", f"cluster.early_rollout={part != 'waiting'}")
+                      f"cluster.num_learners={num_learners}")
     cpu0 = time.process_time()
     t0 = time.perf_counter()
     engine = build(config)
@@ -295,7 +279,7 @@ def main() -> None:
     parser.add_argument("--startup-repeats", type=int, default=3, help="alternating startup measurements")
     parser.add_argument("--num-learners", type=int, default=1,
                         help="startup and memory: learner actors (0: the learner in the driver)")
-    parser.add_argument("--child", choices=["init", "first", "waiting"], help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=["init", "first"], help=argparse.SUPPRESS)
     parser.add_argument("--memory", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:

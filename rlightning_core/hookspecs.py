@@ -56,12 +56,10 @@ def register_policies(register: RegisterFn) -> None:
     """Register policy / algorithm components (kind ``policy``).
 
     Called once when plugins load. The factory returns a policy class or instance honouring ``BasePolicy``;
-    the same class is placed in learners (role ``LEARNER``) and rollout copies (role ``ROLLOUT``). Optionally,
-    ``rollout=`` names a torch-free factory of act-only copies for Ray env runners on CPU (see
-    ``ComponentSpec.rollout``): such a runner then never imports torch.
+    the same class is placed in learners (role ``LEARNER``) and rollout copies (role ``ROLLOUT``).
 
     Args:
-        register: ``register(name, factory, *, config=None, description="", rollout=None)``.
+        register: ``register(name, factory, *, config=None, description="")``.
 
     Example::
 

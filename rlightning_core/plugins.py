@@ -344,14 +344,14 @@ def _load_one(pm: pluggy.PluginManager, registry: Registry, info: PluginInfo,
 def _stager(kind: str, info: PluginInfo, staged: list[ComponentSpec],
             signature_warnings: list[str]) -> Callable[..., None]:
     def register(name: str, factory: Callable[..., Any], *, config: type | None = None,
-                 description: str = "", rollout: Callable[..., Any] | None = None) -> None:
-        signature_warnings.extend(validate_registration(kind, name, factory, config, description, rollout))
+                 description: str = "") -> None:
+        signature_warnings.extend(validate_registration(kind, name, factory, config, description))
         if not description:
             doc = inspect.getdoc(factory) or ""
             description = doc.strip().splitlines()[0] if doc.strip() else ""
         staged.append(ComponentSpec(kind=kind, name=name, factory=factory, config=config,
                                     description=description, plugin=info.name,
-                                    distribution=info.distribution, version=info.version, rollout=rollout))
+                                    distribution=info.distribution, version=info.version))
 
     return register
 

@@ -21,7 +21,7 @@ from rlightning_core import provenance
 from rlightning_core.errors import DuplicateComponentError, UnknownComponentError
 from rlightning_core.types import KINDS
 
-__all__ = ["FACTORY_CALLS", "ROLLOUT_CALL", "ComponentSpec", "FactoryCall", "Registry", "check_factory",
+__all__ = ["FACTORY_CALLS", "ComponentSpec", "FactoryCall", "Registry", "check_factory",
            "normalize_dist_name"]
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-/]*$")
@@ -63,9 +63,6 @@ FACTORY_CALLS: dict[str, FactoryCall] = {
                           (("plugins", "by build_engine(..., plugins=...) in scripts"),)),
     "logger": FactoryCall(("run_dir",)),
 }
-
-#: How Ray env runners call a policy's ``rollout=`` factory.
-ROLLOUT_CALL = FactoryCall(("observation_space", "action_space", "seed"))
 
 _PARAMS = object()  # stands for the structured params when a signature is checked
 
@@ -130,10 +127,6 @@ class ComponentSpec:
     distribution: str
     """The distribution that ships the plugin (``rlightning`` for core's builtin plugin)."""
     version: str
-    rollout: Callable[..., Any] | None = None
-    """Policies only, optional: a torch-free factory of act-only rollout copies for CPU env runners, called as
-    ``rollout(params, observation_space=..., action_space=..., seed=...)``; it returns ``None`` when these
-    params need the full (torch) policy. Ray mode uses it when weights reach the runners as numpy arrays."""
 
     @property
     def qualified_name(self) -> str:
@@ -163,8 +156,7 @@ class ComponentSpec:
         return built
 
 
-def validate_registration(kind: str, name: Any, factory: Any, config: Any, description: Any,
-                          rollout: Any = None) -> list[str]:
+def validate_registration(kind: str, name: Any, factory: Any, config: Any, description: Any) -> list[str]:
     """Check one ``register(...)`` call, the factories' signatures included (:func:`check_factory`).
 
     Returns:
@@ -186,13 +178,7 @@ def validate_registration(kind: str, name: Any, factory: Any, config: Any, descr
         )
     if not isinstance(description, str):
         raise TypeError(f"register({name!r}, ...): description must be a string")
-    if rollout is not None and (kind != "policy" or not callable(rollout)):
-        raise TypeError(f"register({name!r}, ...): rollout= is a callable, and only policies take one "
-                        f"(kind {kind!r}, got {type(rollout).__name__})")
-    warnings = check_factory(kind, name, factory, config)
-    if rollout is not None:
-        warnings += check_factory(kind, name, rollout, config, call=ROLLOUT_CALL, what="rollout factory")
-    return warnings
+    return check_factory(kind, name, factory, config)
 
 
 class Registry:

@@ -40,7 +40,6 @@ RESUMABLE_CHANGES = ("engine.total_steps", "engine.time_limit_s", "engine.target
                      "engine.eval_every", "engine.eval_episodes", "logging", "checkpoint", "run_dir", "name",
                      "policy.nan_policy", "cluster.max_restarts", "cluster.call_timeout_s",
                      "cluster.actor_start_timeout_s", "cluster.close_timeout_s",
-                     "cluster.local_channel", "cluster.early_rollout",
                      # where and with how many workers a run trains (scaling a resumed run out or in, or moving a
                      # run between one process and a Ray cluster: both write the same state layout)
                      "cluster.mode", "cluster.topology", "cluster.weight_sync", "cluster.offload",
@@ -81,10 +80,11 @@ def training_fields(config: MainConfig) -> dict[str, Any]:
 
 def config_hash(config: MainConfig) -> str:
     """sha256 of the training-relevant config (stable across key order and resumable changes)."""
-    return _fields_hash(training_fields(config))
+    return fields_hash(training_fields(config))
 
 
-def _fields_hash(fields: dict[str, Any]) -> str:
+def fields_hash(fields: dict[str, Any]) -> str:
+    """sha256 (16 hex digits) of flattened config fields, independent of key order."""
     blob = json.dumps(fields, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -134,7 +134,7 @@ def build_manifest(config: MainConfig, plugins: Any, *, preprocessors: list[Any]
         "plugin_api": PLUGIN_API_VERSION,
         "plugins": {p.distribution: p.version for p in plugins.plugins if p.loaded},
         "components": components,
-        "config_hash": _fields_hash(training),
+        "config_hash": fields_hash(training),
         "training_config": training,
         "seed_ledger": {
             "seed": config.seed,

@@ -65,11 +65,29 @@ def check_manifest(manifest: Mapping[str, Any], *, expected: Mapping[str, Any]) 
         got_hash = manifest.get("config_hash")
         if got_hash is None:
             problems.append("the checkpoint does not record a config hash")
-        elif got_hash != want_hash:
+        elif got_hash != want_hash and not _same_but_removed_keys(manifest, want_hash):
             from rlightning_core.checkpoint.config_diff import config_mismatch
 
             problems.append(config_mismatch(manifest, expected))  # names the keys that differ
     return problems
+
+
+def _same_but_removed_keys(manifest: Mapping[str, Any], want_hash: str) -> bool:
+    """Whether the checkpoint's training config hashes to ``want_hash`` once keys removed since are dropped.
+
+    A checkpoint written before a key was removed (:mod:`rlightning_core.config.removed`) records it in its
+    hashed config; the key no longer exists, so it cannot be what makes the configs differ.
+    """
+    from rlightning_core.config.removed import REMOVED_KEYS
+    from rlightning_core.run import fields_hash
+
+    saved = manifest.get("training_config")
+    if not isinstance(saved, Mapping):
+        return False
+    gone = {r.path for r in REMOVED_KEYS}
+    if not gone & set(saved):
+        return False
+    return fields_hash({k: v for k, v in saved.items() if k not in gone}) == want_hash
 
 
 def _plugins_used(manifest: Mapping[str, Any]) -> dict[str, tuple[str, list[str]]] | None:

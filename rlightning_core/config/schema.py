@@ -92,11 +92,6 @@ class PolicyConfig(ComponentConfig):
     """Device of the learner: ``auto`` (CUDA when available), ``cpu``, ``cuda``, ``cuda:N``."""
     rollout_device: str = field(default="cpu", validator=device_spec)
     """Device of rollout (inference) copies; CPU is fastest for small MLPs."""
-    rollout_impl: str = field(default="auto", validator=one_of("auto", "torch"))
-    """Ray env runners' rollout copies: ``auto`` uses the policy's torch-free copy when it registers one
-    (``rollout=``), they act on CPU and the weights reach them as numpy arrays (``cluster.weight_sync``
-    ``auto`` with a small CPU policy, or ``object_store``): such a runner never imports torch. ``torch``: always
-    the policy class itself."""
     num_threads: int = field(default=1, validator=ge(1))
     """torch intra-op threads per policy process (1 is fastest for small MLPs; raise for large networks)."""
     nan_policy: str = field(default="raise", validator=one_of("raise", "skip"))
@@ -221,19 +216,6 @@ class ClusterConfig:
     """How long to wait for actors to start (e.g. for resources) before failing with a clear message."""
     call_timeout_s: float = field(default=600.0, validator=gt(0))
     """Longest wait for one remote call (a collect, a learning phase, a sync); nothing waits forever."""
-    local_channel: bool = True
-    """Env runners on the learner's node take their collect calls over a Unix socket instead of Ray calls
-    (~0.1 ms a hop instead of 1-3 ms; Ray still starts, restarts and kills them). With the learner in the driver
-    (``num_learners: 0``) the driver sends them; with one learner actor whose small CPU policy's weights ride
-    inline (``weight_sync: auto``, env-runner topology, sync engine) the learner drives each iteration, one Ray
-    call from the driver. With ``topology: inference_server``, env actors on a rollout actor's node send their
-    per-step ``act`` calls over its Unix socket. ``false``: Ray calls only."""
-    early_rollout: bool = True
-    """The first rollout does not wait for the learner actor to start (a fresh Ray worker importing torch, 2-3 s
-    on a laptop): a short-lived helper process, started before ``ray.init``, builds the same learner (class,
-    plugins, seed) and hands its initial weights to the env runners; the learner actor adopts them bit for bit
-    and learns from the first chunks. Only where the weights ride inline (one CPU learner actor, ``weight_sync:
-    auto``, env-runner topology, sync engine); ``false``: the runners wait for the learner."""
     close_timeout_s: float = field(default=30.0, validator=gt(0))
     """How long the env actors get to run their envs' ``close()`` (a simulator's clean shutdown) when the run
     ends or one of them is replaced after an env error, before they are killed."""

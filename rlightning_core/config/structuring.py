@@ -23,6 +23,7 @@ from cattrs.errors import (
     IterableValidationNote,
 )
 
+from rlightning_core.config.removed import RemovedKeyError, removed_keys_of
 from rlightning_core.errors import ConfigError, MissingDependencyError
 
 #: What a validator or ``__attrs_post_init__`` raises to report a problem (collected with the field's path).
@@ -100,11 +101,12 @@ def _noted(exc: Exception, cls: type, name: str, type_: Any) -> Exception:
 def _attrs_hook_factory(cls: type) -> Any:
     """Structure an attrs class, reporting every problem at once.
 
-    Unknown and missing keys, wrong types and failed validators (run on each field as soon as it is
-    structured) all end up in one ``ClassValidationError``.
+    Unknown, removed (:mod:`~rlightning_core.config.removed`) and missing keys, wrong types and failed validators
+    (run on each field as soon as it is structured) all end up in one ``ClassValidationError``.
     """
     fields = attrs.fields(attrs.resolve_types(cls))
     names = {f.name for f in fields}
+    removed = removed_keys_of(cls.__name__)
 
     def hook(data: Any, _type: Any) -> Any:
         if attrs.has(type(data)) and isinstance(data, cls):
@@ -112,7 +114,9 @@ def _attrs_hook_factory(cls: type) -> Any:
         if not isinstance(data, Mapping):
             raise TypeError(f"expected a mapping, got {_describe(data)}")
         errors: list[Exception] = []
-        extra = {k for k in data if k not in names}
+        for key in sorted(k for k in data if k in removed):
+            errors.append(_noted(RemovedKeyError(removed[key].message), cls, key, Any))
+        extra = {k for k in data if k not in names and k not in removed}
         if extra:
             errors.append(ForbiddenExtraKeysError(f"Extra fields in constructor for {cls.__name__}", cls, extra))
         values: dict[str, Any] = {}

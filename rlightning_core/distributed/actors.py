@@ -16,7 +16,6 @@ import numpy as np
 
 from rlightning_core.distributed.collective_member import CollectiveMember
 from rlightning_core.distributed.collective_member import load_plugins as _load_plugins
-from rlightning_core.distributed.learner_line import LineHost
 from rlightning_core.env.faults import CONFIG_SHAPED
 from rlightning_core.errors import UserError
 from rlightning_core.weights.fingerprint import fingerprint
@@ -35,8 +34,7 @@ class EnvRunnerActor(CollectiveMember):
                  label: str, column: int, num_threads: int = 1, preprocess_fn: Any = None,
                  config_index: int = 0, restart: int = 0) -> None:
         # torch is imported by the first call that needs it (:meth:`build_rollout_policy`), not here: the driver
-        # learns the spaces ~2 s of CPU sooner and the learner builds while this process imports torch; with a
-        # torch-free rollout copy (``light``) this process never imports it
+        # learns the spaces sooner and the learner builds while this process imports torch
         self.num_threads = num_threads
         self._threads_set = False
         self._limit_torch_threads(only_if_imported=True)  # an env plugin may have brought torch in already
@@ -99,49 +97,40 @@ class EnvRunnerActor(CollectiveMember):
         if self._build_error is not None:
             raise self._build_error
 
-    def build_rollout_policy(self, policy_cfg: Any, *, policy_seed: int, light: bool = False) -> None:
+    def build_rollout_policy(self, policy_cfg: Any, *, policy_seed: int) -> None:
         """Build the rollout policy copy ahead of :meth:`setup_rollout` (which then uses it).
 
         The driver calls this as soon as the spaces are known, so this process builds its copy while the
-        learner builds its own, instead of after it. ``light``: a torch-free copy if the policy offers one.
+        learner builds its own, instead of after it.
         """
-        key = (policy_cfg, int(policy_seed), bool(light))
-        self._prebuilt = (key, self._build_policy(policy_cfg, policy_seed, light))
+        self._prebuilt = ((policy_cfg, int(policy_seed)), self._build_policy(policy_cfg, policy_seed))
 
-    def _build_policy(self, policy_cfg: Any, policy_seed: int, light: bool = False) -> Any:
-        """The rollout copy: the policy's torch-free one (``light`` and registered), else the policy class."""
+    def _build_policy(self, policy_cfg: Any, policy_seed: int) -> Any:
+        """The rollout (EVAL) copy of the policy."""
         from rlightning_core.policy.base import PolicyRole
+        from rlightning_core.policy.group import resolve_device
 
         self._check_built()
         spec = self.plugins.registry.resolve("policy", policy_cfg.type)
-        if light and spec.rollout is not None:
-            spaces = {"observation_space": self.worker.observation_space, "action_space": self.worker.action_space}
-            copy = (spec.rollout(policy_cfg.params, **spaces, seed=policy_seed) if spec.config is not None
-                    else spec.rollout(**spaces, seed=policy_seed))
-            if copy is not None:
-                return copy
-        from rlightning_core.policy.group import resolve_device
-
         self._limit_torch_threads()
         return spec.build(policy_cfg.params, observation_space=self.worker.observation_space,
                           action_space=self.worker.action_space, role=PolicyRole.ROLLOUT,
                           device=resolve_device(policy_cfg.rollout_device, "policy.rollout_device"), seed=policy_seed)
 
     def setup_rollout(self, policy_cfg: Any, preprocessor_cfgs: Sequence[Any], *, policy_seed: int,
-                      needs_next_obs: bool, light: bool = False) -> None:
+                      needs_next_obs: bool) -> None:
         """Wrap the rollout policy copy and the preprocessors in an EnvRunner.
 
-        The copy :meth:`build_rollout_policy` built for the same config, seed and ``light`` is used; else one
-        is built. ``light`` (weights arrive as numpy arrays): the policy's torch-free copy, when it has one.
+        The copy :meth:`build_rollout_policy` built for the same config and seed is used; else one is built.
         """
         from rlightning_core.env.runner import EnvRunner
 
         self._check_built()
         prebuilt, self._prebuilt = self._prebuilt, None
-        if prebuilt is not None and prebuilt[0] == (policy_cfg, int(policy_seed), bool(light)):
+        if prebuilt is not None and prebuilt[0] == (policy_cfg, int(policy_seed)):
             policy = prebuilt[1]
         else:
-            policy = self._build_policy(policy_cfg, policy_seed, light)
+            policy = self._build_policy(policy_cfg, policy_seed)
         self.runner = EnvRunner(self.worker, policy, self._preprocessors(preprocessor_cfgs), column=self.column,
                                 label=self.label, needs_next_obs=needs_next_obs)
 
@@ -158,47 +147,19 @@ class EnvRunnerActor(CollectiveMember):
                 else reg.resolve("preprocessor", src.type).build(src.params, observation_space=space, num_envs=n)
                 for src in sources]
 
-    def imports_torch(self) -> bool:
-        """Whether torch is loaded in this process (a torch-free rollout copy keeps it out)."""
-        import sys
-
-        return "torch" in sys.modules
-
     def setup_remote_rollout(self, server: Any, half: int, preprocessor_cfgs: Sequence[Any], *,
-                             needs_next_obs: bool, has_value: bool, timeout_s: float = 600.0,
-                             endpoint: list[Any] | None = None) -> None:
-        """Inference-server topology: the runner's policy is a stand-in asking ``server`` every step.
-
-        ``endpoint``: ``[ref]`` to the server's Unix socket (:meth:`InferenceServerActor.open_endpoint`), used
-        when the server is on this node (``cluster.local_channel``); otherwise, and if it cannot be reached (or
-        the server already died), Ray calls, whose errors the driver handles.
-        """
-        import ray
-
+                             needs_next_obs: bool, has_value: bool, timeout_s: float = 600.0) -> None:
+        """Inference-server topology: the runner's policy is a stand-in asking ``server`` every step (Ray calls)."""
         from rlightning_core.distributed.inference import RemotePolicy
         from rlightning_core.env.runner import EnvRunner
 
         self._check_built()
-        where = None
-        if endpoint:
-            try:
-                where = ray.get(endpoint[0], timeout=min(timeout_s, 60.0))
-            except Exception:
-                where = None
-
         self._limit_torch_threads()
-        old = getattr(self.runner, "policy", None)
-        if isinstance(old, RemotePolicy):  # re-attached to a new server: let go of the old one's socket
-            old.close()
         policy = RemotePolicy(server, half, observation_space=self.worker.observation_space,
-                              action_space=self.worker.action_space, timeout_s=timeout_s, endpoint=where)
+                              action_space=self.worker.action_space, timeout_s=timeout_s)
         self.runner = EnvRunner(self.worker, policy, self._preprocessors(preprocessor_cfgs), column=self.column,
                                 label=self.label, needs_next_obs=needs_next_obs)
         self.runner._has_value = has_value  # the stand-in can always ask; only value-estimating policies do
-
-    def uses_server_socket(self) -> bool:
-        """Whether this runner's ``act`` calls go over its inference server's Unix socket."""
-        return getattr(getattr(self.runner, "policy", None), "sock", None) is not None
 
     def _sync_modules(self) -> dict[str, Any]:
         return self.runner.policy.modules()
@@ -248,17 +209,6 @@ class EnvRunnerActor(CollectiveMember):
         if getattr(self, "sharded", False):
             chunk = self._keep_in_shard(chunk)
         return chunk, stats
-
-    def serve_channel(self, path: str, token: bytes, index: int) -> None:
-        """Take collect calls over a Unix socket until its hub closes it (``cluster.local_channel``).
-
-        The hub is the driver's (a learner in the driver) or the learner actor's. Runs on the actor's ``channel``
-        thread; the driver sends nothing else to this actor while a collect is in flight, and waits for the Ray
-        calls it sent before each one (:mod:`rlightning_core.distributed.channel`).
-        """
-        from rlightning_core.distributed.channel import serve
-
-        serve(path, token, index, self.collect)
 
     # -- buffer shard (cluster.sharded_buffer) ---------------------------------------------------------------
     def bind_shard(self, buffer_type: str, buffer_params: Any, spec: Any, on_policy: bool,
@@ -379,7 +329,7 @@ class EnvRunnerActor(CollectiveMember):
             self.worker.close()
 
 
-class LearnerActor(LineHost, CollectiveMember):
+class LearnerActor(CollectiveMember):
     """The learner (a policy of role ``LEARNER``) and the data buffer it learns from, in one actor.
 
     With ``world_size`` > 1 it is rank ``rank`` of a data-parallel group (:meth:`init_data_parallel`): it
@@ -388,29 +338,14 @@ class LearnerActor(LineHost, CollectiveMember):
     """
 
     def __init__(self, policy_cfg: Any, *, selection: Sequence[str], seed: int, num_threads: int = 1,
-                 rank: int = 0, world_size: int = 1, offload: bool = False, plugins: Any = None,
-                 background_import: bool = False) -> None:
-        """A learner for ``policy_cfg`` (built by :meth:`build` once the spaces are known).
+                 rank: int = 0, world_size: int = 1, offload: bool = False, plugins: Any = None) -> None:
+        """A learner for ``policy_cfg`` (built by :meth:`build` once the spaces are known)."""
+        import torch  # the expensive part of start-up, overlapped with the env actors' own
 
-        ``background_import``: import torch on a low-priority thread (``cluster.early_rollout``: the env runners
-        starting meanwhile are on the critical path, this learner is not), else right here.
-        """
         self.num_threads = num_threads
-        self._starting: Any = None
-        self._start_error: BaseException | None = None
-        if background_import:
-            import threading
-
-            self.plugins: Any = None
-            self._starting = threading.Thread(target=self._start_quietly, args=(selection,), daemon=True,
-                                              name="rlightning-learner-start")
-            self._starting.start()
-        else:
-            import torch  # the expensive part of start-up, overlapped with the env actors' own
-
-            torch.set_num_threads(num_threads)
-            # in the driver (cluster.num_learners: 0) the driver's plugin set is passed in; an actor loads its own
-            self.plugins = plugins if plugins is not None else _load_plugins(selection)
+        torch.set_num_threads(num_threads)
+        # in the driver (cluster.num_learners: 0) the driver's plugin set is passed in; an actor loads its own
+        self.plugins = plugins if plugins is not None else _load_plugins(selection)
         self.policy_cfg, self.seed = policy_cfg, seed
         self.rank, self.world_size = rank, world_size
         self.policy: Any = None
@@ -420,39 +355,17 @@ class LearnerActor(LineHost, CollectiveMember):
         self.offload = offload
         self.offloaded = False
 
-    def _start_quietly(self, selection: Sequence[str]) -> None:
-        """``background_import``: torch and the plugins, on a thread at niceness 10 (Linux; elsewhere as is)."""
-        import contextlib
-        import threading
-
-        with contextlib.suppress(Exception):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
-        try:
-            import torch  # noqa: F401
-
-            self.plugins = _load_plugins(selection)
-        except BaseException as exc:  # raised by build()
-            self._start_error = exc
-
     def build(self, observation_space: Any, action_space: Any) -> dict[str, Any]:
         """Build the learner policy once the env spaces are known; returns its extras spec."""
-        if self._starting is not None:
-            self._starting.join()
-            self._starting = None
-            if self._start_error is not None:
-                raise self._start_error
         import torch
 
         from rlightning_core.policy.base import PolicyRole
         from rlightning_core.policy.group import resolve_device
-        from rlightning_core.policy.lazy_dynamo import dynamo_import_deferred
-
         torch.set_num_threads(self.num_threads)
         cfg = self.policy_cfg
-        with dynamo_import_deferred():  # torch._dynamo stays out: LeanAdam's steps never import it
-            self.policy = self.plugins.registry.resolve("policy", cfg.type).build(
-                cfg.params, observation_space=observation_space, action_space=action_space, role=PolicyRole.LEARNER,
-                device=resolve_device(cfg.device), seed=self.seed)
+        self.policy = self.plugins.registry.resolve("policy", cfg.type).build(
+            cfg.params, observation_space=observation_space, action_space=action_space, role=PolicyRole.LEARNER,
+            device=resolve_device(cfg.device), seed=self.seed)
         from rlightning_core.policy.numerics import NumericGuard
 
         self.policy.numerics = NumericGuard(getattr(cfg, "nan_policy", "raise"))
@@ -461,12 +374,6 @@ class LearnerActor(LineHost, CollectiveMember):
     def pid(self) -> int:
         """The actor's process id."""
         return os.getpid()
-
-    def started(self) -> bool:
-        """Wait for the start-up (a ``background_import``); whether it succeeded (else :meth:`build` raises)."""
-        if self._starting is not None:
-            self._starting.join()
-        return self._start_error is None
 
     def extras_spec(self) -> dict[str, Any]:
         """What the rollout side must record for this policy."""
@@ -702,19 +609,6 @@ class LearnerActor(LineHost, CollectiveMember):
         weights = self.policy.get_weights()
         return weights, fingerprint(weights)
 
-    def adopt_initial_weights(self, weights: dict[str, np.ndarray]) -> bool:
-        """Take the initial weights the env runners act with (``cluster.early_rollout``).
-
-        A helper process built them with this learner's class, plugins and seed, so they are normally bit for
-        bit its own; returns whether they were (else they are copied in, and the first update stays on-policy).
-        """
-        own = self.policy.get_weights()
-        same = own.keys() == weights.keys() and all(
-            own[k].dtype == weights[k].dtype and np.array_equal(own[k], weights[k]) for k in own)
-        if not same:
-            self.policy.set_weights(weights)
-        return same
-
     def weights_nbytes(self) -> int:
         """Bytes of the weights a sync sends (every tensor of the policy's modules' state dicts)."""
         from rlightning_core.weights.buckets import named_tensors
@@ -722,15 +616,8 @@ class LearnerActor(LineHost, CollectiveMember):
         return int(sum(t.numel() * t.element_size() for t in named_tensors(self.policy.modules()).values()))
 
     def state_dict(self) -> dict[str, Any]:
-        """The learner's state (tensors) and the buffer's.
-
-        Without importing ``torch._dynamo`` (see :mod:`~rlightning_core.policy.lazy_dynamo`): the lean
-        optimizer step never needs it, so neither does a checkpoint.
-        """
-        from rlightning_core.policy.lazy_dynamo import dynamo_import_deferred
-
-        with dynamo_import_deferred():
-            return {"learner": self.policy.state_dict(), "buffer": self.buffer.state_dict()}
+        """The learner's state (tensors) and the buffer's."""
+        return {"learner": self.policy.state_dict(), "buffer": self.buffer.state_dict()}
 
     def buffer_state(self) -> dict[str, Any]:
         """This rank's buffer (shard) state."""
@@ -738,16 +625,12 @@ class LearnerActor(LineHost, CollectiveMember):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` (``buffer`` ``None``: keep the empty buffer)."""
-        from rlightning_core.policy.lazy_dynamo import dynamo_import_deferred
-
-        with dynamo_import_deferred():  # a resume, too, reaches its first env steps without importing dynamo
-            self.policy.load_state_dict(state["learner"])
+        self.policy.load_state_dict(state["learner"])
         if state["buffer"] is not None:
             self.buffer.load_state_dict(state["buffer"])
 
     def close(self) -> None:
-        """Release the process groups and the line."""
-        self.close_line()
+        """Release the process groups."""
         if self.dp is not None:
             self.dp.close()
         self.leave_collective()

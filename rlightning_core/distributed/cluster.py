@@ -148,8 +148,6 @@ class RayCluster:
         self.required_cpus = required_cpus
         self.started = False
         self.init_s = 0.0
-        self.helper: Any = None
-        """A :class:`~rlightning_core.distributed.early_start.LearnerHelper` started with Ray, for the run."""
 
     def start(self) -> RayCluster:
         """Connect (idempotent: an already initialized Ray is reused and left running)."""
@@ -160,48 +158,30 @@ class RayCluster:
         t0 = time.perf_counter()
         os.environ.setdefault("RAY_DEDUP_LOGS", "0")
         quiet_auth_notice()
-        if c.num_learners == 0:  # the learner will be built here: import torch while ray.init waits on its daemons
-            from rlightning_core.policy.lazy_dynamo import prefetch_module
-
-            # at a low priority: on 2 cores an import at full priority slowed ray.init's daemons by ~0.5 s
-            prefetch_module("torch", nice=10)
-        else:  # a helper process imports torch meanwhile, to build the learner's initial weights (early_rollout)
-            from rlightning_core.distributed.early_start import start_helper
-
-            self.helper = start_helper(c)
         target = cluster_target(c)
-        try:
-            if target.join:
-                log.info("ray: %s", target.description)
-                ray.init(address=target.address, logging_level=logging.WARNING, log_to_driver=True)
-            else:
-                running = recorded_cluster_address()
-                if running is not None:
-                    log.info("ray: a cluster started with `ray start` is recorded on this machine (%s); this run "
-                             "starts a private one, as cluster.address is unset (cluster.address: auto joins that "
-                             "one)", running)
-                cpus = c.num_cpus or max(os.cpu_count() or 1, int(self.required_cpus + 0.999))
-                ray.init(address="local", num_cpus=cpus, num_gpus=c.num_gpus, include_dashboard=c.dashboard,
-                         _node_ip_address="127.0.0.1", logging_level=logging.WARNING, log_to_driver=True)
-                self.started = True
-                node_ip = ray.util.get_node_ip_address()
-                if not node_ip.startswith("127."):
-                    log.warning("ray: the private cluster listens on %s (all interfaces), not on loopback only: "
-                                "ray was imported before the run started it; set %s=0 before importing ray for "
-                                "loopback only (docs/ray.md)", node_ip, LOOPBACK_ENV)
-        except BaseException:
-            if self.helper is not None:  # no run for it
-                self.helper.close()
-                self.helper = None
-            raise
+        if target.join:
+            log.info("ray: %s", target.description)
+            ray.init(address=target.address, logging_level=logging.WARNING, log_to_driver=True)
+        else:
+            running = recorded_cluster_address()
+            if running is not None:
+                log.info("ray: a cluster started with `ray start` is recorded on this machine (%s); this run "
+                         "starts a private one, as cluster.address is unset (cluster.address: auto joins that "
+                         "one)", running)
+            cpus = c.num_cpus or max(os.cpu_count() or 1, int(self.required_cpus + 0.999))
+            ray.init(address="local", num_cpus=cpus, num_gpus=c.num_gpus, include_dashboard=c.dashboard,
+                     _node_ip_address="127.0.0.1", logging_level=logging.WARNING, log_to_driver=True)
+            self.started = True
+            node_ip = ray.util.get_node_ip_address()
+            if not node_ip.startswith("127."):
+                log.warning("ray: the private cluster listens on %s (all interfaces), not on loopback only: "
+                            "ray was imported before the run started it; set %s=0 before importing ray for "
+                            "loopback only (docs/ray.md)", node_ip, LOOPBACK_ENV)
         self.init_s = time.perf_counter() - t0
         return self
 
     def shutdown(self) -> None:
         """Shut down the cluster if this object started it."""
-        if self.helper is not None:
-            self.helper.close()
-            self.helper = None
         if self.started:
             import ray
 

@@ -148,15 +148,10 @@ class RemoteEnvGroup:
 
     def _create(self, index: int) -> Any:
         from rlightning_core.distributed.actors import EnvRunnerActor
-        from rlightning_core.distributed.ray_common import learner_line_possible
 
         slot = self.slots[index]
-        # double buffering receives weights on a second thread ("weights" group) while the default one acts;
-        # collect calls from an in-driver learner, or a learner actor's line, come over a Unix socket served on
-        # a thread of their own
+        # double buffering receives weights on a second thread ("weights" group) while the default one acts
         threads = {"weights": 1} if self.cluster.weight_sync == "double_buffer" else {}
-        if self.cluster.local_channel and (self.cluster.num_learners == 0 or learner_line_possible(self.cluster)):
-            threads["channel"] = 1
         remote = remote_class(self.ray, EnvRunnerActor, threads).options(
             num_cpus=slot.cfg.num_cpus, name=f"env-{slot.label}-{slot.worker_index}-r{slot.restarts}",
             max_concurrency=1, **self.plan.options(self.plan.env_bundles[index]))

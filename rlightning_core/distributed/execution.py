@@ -15,7 +15,6 @@ from typing import Any
 
 from rlightning_core.buffer.base import BufferSpec
 from rlightning_core.config.schema import MainConfig
-from rlightning_core.distributed.channel import ChannelLost, ChannelTimeout, rebuild_error
 from rlightning_core.distributed.cluster import RayCluster
 from rlightning_core.distributed.deadlines import (
     Deadline,
@@ -24,18 +23,14 @@ from rlightning_core.distributed.deadlines import (
     name_runner,
     name_runners,
 )
-from rlightning_core.distributed.early_start import EarlyRolloutMixin
 from rlightning_core.distributed.env_group import RemoteEnvGroup, remote_class
 from rlightning_core.distributed.inference_servers import InferenceServersMixin
-from rlightning_core.distributed.learner_line import LearnerLineMixin
 from rlightning_core.distributed.placement import PlacementPlan
 from rlightning_core.distributed.plan import SyncPlan, needs_weights_size, weight_sync_plan
 from rlightning_core.distributed.ray_common import (
     REPLY_SYNC_MAX_BYTES,
-    SYNC_ENGINES,
     WorkerFailure,
     collective_backend,
-    learner_line_possible,
     mean_metrics,
 )
 from rlightning_core.distributed.ray_common import strip_private as _strip_private
@@ -75,8 +70,7 @@ def check_resources(config: MainConfig, available: dict[str, float]) -> None:
         raise ConfigError(problems)
 
 
-class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, WeightSyncMixin, WeightCheckMixin,
-                   StreamingMixin):
+class RayExecution(InferenceServersMixin, WeightSyncMixin, WeightCheckMixin, StreamingMixin):
     """:class:`~rlightning_core.engine.contract.Execution` on a Ray cluster: submitted work runs in actors."""
 
     mode = "ray"
@@ -110,8 +104,6 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
         self.ray = ray
         # Ray was started by whoever came first: this execution, or the env group the builders made before it
         started_by_group = getattr(getattr(env_group, "cluster_handle", None), "init_s", 0.0)
-        # it builds the initial weights while Ray starts (cluster.early_rollout)
-        helper = self._take_helper([self.cluster, getattr(env_group, "cluster_handle", None)])
         self.startup["ray_init_s"] = self.cluster.init_s or started_by_group
         check_resources(config, ray.cluster_resources())
         # env actors (reuse a RemoteEnvGroup the caller built, else build one from the config)
@@ -128,9 +120,7 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
         self.selection = plugins.selection()
         ptype = self.policy_cfg.type.replace(":", "-")
         self.world_size = max(cc.num_learners, 1)
-        # a learner that may drive the runners over its line takes the driver's calls on a thread of its own
-        line_possible = learner_line_possible(cc) and config.engine.type in SYNC_ENGINES
-        learner_cls = remote_class(ray, LearnerActor, {"channel": 1} if line_possible else {})
+        learner_cls = remote_class(ray, LearnerActor, {})
         plan = self.env_group.plan
         self.in_process = cc.num_learners == 0  # the learner lives in this (the driver's) process
         if self.in_process:
@@ -140,14 +130,12 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
                 self.policy_cfg, selection=self.selection, seed=derive_seed(config.seed, 3, 0),
                 num_threads=self.policy_cfg.num_threads, plugins=plugins))]
         else:
-            if helper is not None:  # the first rollout waits for the env actors, not the learner: they start first
-                self.env_group.observation_space  # noqa: B018 (waits for the env actors)
             self.learners = [learner_cls.options(
                 num_cpus=cc.learner_num_cpus, num_gpus=cc.learner_num_gpus, name=f"learner-{ptype}-{r}",
                 max_concurrency=1, **plan.options(plan.learner_bundle_of(r)),
             ).remote(self.policy_cfg, selection=self.selection, seed=derive_seed(config.seed, 3, r),
                      num_threads=self.policy_cfg.num_threads, rank=r, world_size=self.world_size,
-                     offload=cc.offload, background_import=helper is not None) for r in range(self.world_size)]
+                     offload=cc.offload) for r in range(self.world_size)]
         self.learner: Any = self.learners[0]  # rank 0: weight-sync source, checkpointed state, evaluation
         self.seeds = SeedLedger()  # every worker's seed by (group, rank, restart), into RUN_DIR/seeds.jsonl
         for r in range(self.world_size):
@@ -159,66 +147,37 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
         self.startup["env_actors_s"] = clock() - t1
         t2 = clock()
         prebuild: list[Any] = []
-        self._light = self._light_candidate()
         if not self.inference_server:  # the runners build their copies while the learner builds
-            prebuild = [a.build_rollout_policy.remote(self.policy_cfg, policy_seed=self._policy_seed(w),
-                                                      light=self._light)
+            prebuild = [a.build_rollout_policy.remote(self.policy_cfg, policy_seed=self._policy_seed(w))
                         for w, a in enumerate(self.env_group.actors)]
         bname = buffer.spec.qualified_name if hasattr(buffer, "spec") else config.buffer.type
         bparams = buffer.params if hasattr(buffer, "params") else config.buffer.params
-        extras: Any = None if helper is None else self._early_learner(  # the learner then starts in the background
-            helper, (bname, bparams), lambda ex: self._shard_spec(0, rollout_steps, ex))
-        early = extras is not None
-        if not early:
-            extras = self._get([ln.build.remote(self.observation_space, self.action_space) for ln in self.learners],
-                               cc.actor_start_timeout_s, "start the learner")[0]
-            self.needs_next_obs = self._get(
-                [ln.bind_buffer.remote(bname, bparams, self._shard_spec(r, rollout_steps, extras))
-                 for r, ln in enumerate(self.learners)], cc.actor_start_timeout_s, "allocate the buffer")[0]
+        extras = self._get([ln.build.remote(self.observation_space, self.action_space) for ln in self.learners],
+                           cc.actor_start_timeout_s, "start the learner")[0]
+        self.needs_next_obs = self._get(
+            [ln.bind_buffer.remote(bname, bparams, self._shard_spec(r, rollout_steps, extras))
+             for r, ln in enumerate(self.learners)], cc.actor_start_timeout_s, "allocate the buffer")[0]
         self.startup["learner_s"] = clock() - t2
         self._buffer_args = (bname, bparams, rollout_steps, extras)
         if self.world_size > 1:
             t_dp = clock()
             self._form_data_parallel()
             self.startup["data_parallel_s"] = clock() - t_dp
-        # how weights travel (weight_sync_plan, the function --dry-run prints) decides the rollout copies: numpy
-        # ones need no torch in the runner
+        # how weights travel: weight_sync_plan, the function --dry-run prints
         self.version = 0
-        measured = getattr(self, "_sync_info", {}).get("bytes") if early else None  # the helper's learner said
-        if measured is None and needs_weights_size(config):
+        measured = None
+        if needs_weights_size(config):
             measured = float(self._get(self.learner.weights_nbytes.remote(), cc.call_timeout_s, "size the weights"))
         self._sync_info: dict[str, float] = {} if measured is None else {"bytes": measured}
         self.sync_plan = weight_sync_plan(config, weights_nbytes=None if measured is None else int(measured))
         self.strategy = self.sync_plan.strategy
         # inline: the weights ride the learn reply (the first sync and re-syncs go through the object store)
         self._reply_weights = self.sync_plan.transport == "inline"
-        self._light = self._light and self.strategy == "object_store"
         # rollout copies inside the env actors, or inference servers the env actors ask every step
         t3 = clock()
         self.servers: list[Any] = []
         if self.inference_server:
             self._start_servers()
-        self._runner_calls: dict[int, list[Any]] = {}  # calls a runner must finish before a channel collect
-        self._channels: Any = None  # an in-driver learner's Unix-socket line to the runners on this node
-        if self.in_process and cc.local_channel and not self.inference_server:
-            from rlightning_core.distributed.channel import ChannelHub
-
-            try:
-                self._channels = ChannelHub()
-                self._driver_node = str(ray.get_runtime_context().get_node_id())
-            except (OSError, AttributeError) as exc:  # no Unix sockets here (or no temp dir): Ray calls, as before
-                log.warning("cluster.local_channel: no Unix socket for the env runners (%s); they take Ray calls",
-                            exc)
-        # a learner actor's line: it drives each iteration itself when every runner is on its node
-        self._line_node: str | None = None
-        self._line_members: set[int] = set()  # runners connected to the learner's line
-        self._line_ride: int | None = None  # the version of the learner's weights its next line call sends
-        self._line_result: dict[str, Any] | None = None
-        self._learner_hub: Any = None  # the driver's own line to the learner, when it is on the driver's node
-        self._line_dir = ""  # the learner's socket directory
-        self._line_possible = self._reply_weights and line_possible
-        if self._line_possible and not early:  # else once the learner has started (_learner_started)
-            self._open_line()
         for w, actor in enumerate(self.env_group.actors):
             self._setup_runner(w, actor)
         self._get([*prebuild, *(a.weight_version.remote() for a in self.env_group.actors)],
@@ -234,6 +193,8 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
         self._staging_refs: list[Any] = []
         self._sync_refs: list[Any] = []  # a weight transfer queued ahead of the runners' next collect
         self._fresh_weights: Any = None  # ref of rank 0's weights from the last learn reply
+        self._fresh_fp: Any = None  # ... and of their fingerprint
+        self._weights_with_collect: Any = None  # an in-driver learner's weights, sent with the next collect
         self._blocking_sync = True  # the first sync (and re-syncs after restarts, resumes) completes at once
         if self.strategy in ("broadcast", "double_buffer"):
             self._form_group()
@@ -353,74 +314,12 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
             server, half = self.routes[w]
             self._runner_server_gen = getattr(self, "_runner_server_gen", [0] * len(self.routes))
             self._runner_server_gen[w] = self.server_restarts[server]
-            # the server's socket, when runners may use one (a reference in a list: the runner resolves it)
-            endpoint = [self.servers[server].open_endpoint.remote()] if self.config.cluster.local_channel else None
             actor.setup_remote_rollout.remote(self.servers[server], half, self._preprocessor_sources,
                                               needs_next_obs=self.needs_next_obs, has_value=self._server_has_value,
-                                              timeout_s=self.config.cluster.call_timeout_s, endpoint=endpoint)
+                                              timeout_s=self.config.cluster.call_timeout_s)
             return
-        setup = actor.setup_rollout.remote(self.policy_cfg, self._preprocessor_sources,
-                                           policy_seed=self._policy_seed(w), needs_next_obs=self.needs_next_obs,
-                                           light=self._light)
-        if self._channels is not None or self._line_node is not None:
-            self._attach_channel(w, actor)
-            self._track(w, setup)
-
-    def _attach_channel(self, w: int, actor: Any) -> None:
-        """Give runner ``w`` the direct line (``cluster.local_channel``) when it is on the learner's node."""
-        timeout = self.config.cluster.actor_start_timeout_s
-        if self._line_node is not None:  # the learner actor's line
-            self._line_members.discard(w)
-            if self._get(actor.node_id.remote(), timeout, f"start env worker {w}") != self._line_node:
-                self._get(self.learner.detach_line.remote(w), timeout, "detach a replaced env worker")
-                return
-            why = self._get(self.learner.attach_line.remote(w, actor, timeout), timeout + 30.0,
-                            f"connect env worker {w} to the learner")
-            if why:
-                log.warning("env worker %d takes Ray calls: no line from the learner to it (%s)", w, why)
-            else:
-                self._line_members.add(w)
-            return
-        self._channels.detach(w)
-        if self._get(actor.node_id.remote(), timeout, f"start env worker {w}") != self._driver_node:
-            return
-        try:
-            self._channels.attach(self.ray, w, actor, timeout)
-        except self.ray.exceptions.RayActorError:
-            raise  # the actor died: the caller's failure handling applies
-        except Exception as exc:  # e.g. the worker cannot reach the socket (another filesystem namespace)
-            self._channels.detach(w)
-            log.warning("env worker %d takes Ray calls: no direct line to it (%s)", w,
-                        str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__)
-
-    def _track(self, w: int, ref: Any) -> None:
-        """Remember a call sent to runner ``w`` without waiting: a channel collect must not overtake it."""
-        if ((self._channels is not None and w in self._channels.conns)  # (Ray keeps the order of its own calls)
-                or w in self._line_members):
-            self._runner_calls.setdefault(w, []).append(ref)
-
-    def _settle_runner_calls(self, indices: Sequence[int]) -> None:
-        """Wait for the calls :meth:`_track` saw.
-
-        Ray runs them in order on the runner's default thread, but a channel collect runs on another thread.
-        Their errors surface, as before, in the collect itself.
-        """
-        refs = [r for i in indices for r in self._runner_calls.pop(i, ())]
-        if refs:
-            self.ray.wait(refs, num_returns=len(refs), timeout=self.config.cluster.call_timeout_s)
-
-    def _light_candidate(self) -> bool:
-        """Whether the env runners may get torch-free rollout copies (``policy.rollout_impl``).
-
-        Only where nothing needs torch in the runner: CPU rollout, no inference server, no offload, weights sent
-        as numpy (``object_store``, or ``auto``, which picks it for small CPU policies; decided once the learner
-        reports the size, so a runner prebuilds the light copy and the driver confirms or replaces it).
-        """
-        pc, cc = self.policy_cfg, self.config.cluster
-        gpus = self.ray.cluster_resources().get("GPU", 0) if pc.rollout_device == "auto" else 0
-        cpu = pc.rollout_device == "cpu" or (pc.rollout_device == "auto" and not gpus)
-        return (getattr(pc, "rollout_impl", "auto") == "auto" and cpu and not self.inference_server
-                and not cc.offload and cc.weight_sync in ("auto", "object_store"))
+        actor.setup_rollout.remote(self.policy_cfg, self._preprocessor_sources, policy_seed=self._policy_seed(w),
+                                   needs_next_obs=self.needs_next_obs)
 
     def _form_group(self) -> None:
         """(Re)form the torch.distributed group: learner rank 0, env runners 1..K."""
@@ -488,24 +387,6 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
         """:meth:`_env_deadline` in seconds."""
         return self._env_deadline(index, steps).seconds
 
-    def steps_per_collect(self, num_steps: int) -> int:
-        """Env steps one :meth:`collect` of ``num_steps`` adds (every runner steps each of its envs)."""
-        return num_steps * self.env_group.total_envs
-
-    def chain_learn(self, progress: float) -> None:
-        """Submit the learn that follows the next :meth:`collect` together with it.
-
-        The learner then starts as soon as the chunks exist: Ray hands it the chunk refs without a round trip
-        through the driver's Python (measured: the driver's wake-up, bookkeeping and submit cost 2-3 ms of a
-        ~30 ms CartPole iteration). ``progress`` is the one :meth:`learn` will be called with. Not for the
-        inference-server topology, the sharded buffer or ``cluster.offload`` (they order other calls around
-        the learn); a failed collect voids the chained learn (its chunk arguments are errors, so the learner
-        never runs it) and :meth:`learn` submits a fresh one.
-        """
-        if not (self.inference_server or getattr(self, "sharded", False) or self.config.cluster.offload
-                or self.in_process):  # an in-process learner would wait for the chunks right here
-            self._chain_progress: float | None = progress
-
     def _submit_learn(self, progress: float, chunks: list[Any]) -> tuple[list[Any], Any, Any]:
         """Every rank gets every chunk ref and stores its own slice of the env columns.
 
@@ -516,10 +397,7 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
         """
         reply = self._reply_sync()
         if self.in_process:  # values, not references: the metrics stay here, the weights go inline to the runners
-            pending = [c for c in chunks if isinstance(c, self.ray.ObjectRef)]  # channel chunks are values already
-            got = iter(self.ray.get(pending)) if pending else iter(())
-            values = [next(got) if isinstance(c, self.ray.ObjectRef) else c for c in chunks]
-            out = self.learner.target.learn(progress, *values, with_weights=reply)
+            out = self.learner.target.learn(progress, *self.ray.get(chunks), with_weights=reply)
             metrics, weights, fp = out if reply else (out, None, None)
             return [metrics], weights, fp
         refs: list[Any] = []
@@ -534,55 +412,21 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
         return refs, weights_ref, fp_ref
 
     def collect(self, num_steps: int) -> list[RolloutStats]:
-        """Every env runner collects a chunk in parallel; chunks stay in the object store for the learner."""
-        actors = self.env_group.actors
-        progress, self._chain_progress = getattr(self, "_chain_progress", None), None
-        hub: Any = getattr(self, "_channels", None)
-        direct: list[int] = []
-        lost: list[tuple[int, BaseException]] = []
-        chained: Any = None
-        presync: list[Any] = []
-        todo: dict[int, Any] = {}
-        if progress is not None and self._line_covers_all():  # the learner actor collects and learns
-            chunks, stats, lost = self._line_iteration(num_steps, progress)
-        else:
-            self._line_result = None
-            self._push_line_ride()
-            ride, self._weights_with_collect = getattr(self, "_weights_with_collect", None) or (), None
-            direct = [i for i in range(len(actors)) if hub is not None and i in hub.conns]
-            if direct:  # Ray calls queued for these runners (weights, resets) land before the channel's collect
-                self._finish_sync()
-                self._settle_runner_calls(direct)
-                for i in direct:
-                    try:
-                        hub.request(i, (num_steps, *ride))  # the arguments of EnvRunnerActor.collect
-                    except ChannelLost as exc:
-                        lost.append((i, exc))
-            calls: list[Any] = [None if i in direct else a.collect.options(num_returns=2).remote(num_steps, *ride)
-                                for i, a in enumerate(actors)]
-            chunks = [None if c is None else c[0] for c in calls]
-            chained = (progress, *self._submit_learn(progress, chunks)) if progress is not None else None
-            if chained is not None and chained[2] is not None:
-                # the new weights go to each runner straight from the learner, queued before its next collect:
-                # Ray forwards them when the learn ends, without waiting for the driver (sync() adopts them)
-                presync = [a.set_weights.remote(chained[2], self.version + 1) for a in self.rollout_actors]
-            stats = [None] * len(actors)
-            todo = {i: c[1] for i, c in enumerate(calls) if c is not None}
-        answering = [i for i in direct if i not in {j for j, _ in lost}]
-        faults = [0] * len(actors)
-        submitted = dict.fromkeys(range(len(actors)), time.monotonic())  # each collect's deadline counts from here
-        while todo or answering or lost:
-            failed: list[tuple[int, BaseException]] = lost
-            lost = []
-            for i in answering:  # the direct line: the chunk itself comes back, not a reference
-                try:
-                    chunks[i], stats[i] = hub.reply(i, time.monotonic() + self._call_timeout(i, num_steps),
-                                                    f"env worker {i}")
-                except (ChannelLost, ChannelTimeout, EnvStepError) as exc:
-                    hub.detach(i)
-                    failed.append((i, exc))  # died, hung, or its env raised / returned NaN
-            answering = []
-            for i, ref in list(todo.items()):  # died, hung, or its env raised / returned NaN
+        """Every env runner collects a chunk in parallel; the chunks stay in the object store for :meth:`learn`.
+
+        A runner that dies, hangs past its collect deadline (:mod:`.deadlines`), or whose env raises is recreated
+        and collects again.
+        """
+        ride, self._weights_with_collect = self._weights_with_collect or (), None
+        calls = [a.collect.options(num_returns=2).remote(num_steps, *ride) for a in self.env_group.actors]
+        chunks: list[Any] = [c[0] for c in calls]
+        todo = {i: c[1] for i, c in enumerate(calls)}
+        stats: list[Any] = [None] * len(calls)
+        faults = [0] * len(calls)
+        submitted = dict.fromkeys(range(len(calls)), time.monotonic())  # each collect's deadline counts from here
+        while todo:
+            failed: list[tuple[int, BaseException]] = []
+            for i, ref in list(todo.items()):
                 deadline = self._env_deadline(i, num_steps)
                 try:
                     stats[i] = self.ray.get(ref, timeout=max(0.0, submitted[i] + deadline.seconds - time.monotonic()))
@@ -593,15 +437,8 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
                     failed.append((i, exc))
             # recreate every failed runner (all at once: the weight-sync group is re-formed without a hung one),
             # then collect again
-            voided: list[Any] = []
-            if failed:
-                chained = None  # it fails on its failed chunk arguments without running; learn() resubmits
-                presync, voided = [], presync  # so do the transfers of its weights
             for i, n in self._restart_runners(failed).items():
                 faults[i] += n
-            if voided:  # only now: a hung runner's transfer (queued behind its collect) ends when it is killed
-                with contextlib.suppress(Exception):
-                    self.ray.get(voided, timeout=self.config.cluster.call_timeout_s)
             for i, _ in failed:
                 chunks[i], todo[i] = self.env_group.actors[i].collect.options(num_returns=2).remote(num_steps)
                 submitted[i] = time.monotonic()
@@ -612,8 +449,6 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
         self._finish_sync()  # ran before the chunks on every runner; a restart above already re-synced
         self._check_reports(stats)  # the runners' fingerprints of the weights they collected with
         self._pending_chunks = chunks
-        self._chained = chained
-        self._presync = (self.version + 1, presync) if presync else None
         self._merge_preprocessors(stats)
         return stats
 
@@ -628,7 +463,8 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
         All of them are replaced before the weight-sync group is re-formed, so its rendezvous never waits on a
         runner that is still hung; a recreated runner must start and reset within its deadline
         (:mod:`.deadlines`) before it joins, else it is recreated again. Past ``cluster.max_restarts`` the run
-        stops with a :class:`WorkerFailure` naming every runner of the round. Returns each runner's restarts.
+        stops with a :class:`~rlightning_core.errors.RestartsUsedUpError` naming every runner of the round.
+        Returns each runner's restarts.
         """
         counts: dict[int, int] = {}
         while failed:
@@ -756,35 +592,12 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
                 pre.merge(states)
 
     def learn(self, progress: float) -> dict[str, float]:
-        """The learner stores the chunks (resolved from the object store by Ray) and updates."""
-        self._learner_started()
+        """The learner stores the chunks of the last :meth:`collect` (Ray hands it the refs) and updates."""
         chunks, self._pending_chunks = self._pending_chunks, []
-        chained, self._chained = getattr(self, "_chained", None), None
-        line, self._line_result = getattr(self, "_line_result", None), None
-        if line is not None:  # the learner actor collected over its line (and learned, unless a runner failed)
-            if line["progress"] != progress:
-                raise RuntimeError(f"learn(progress={progress}) after chain_learn({line['progress']}): the engine "
-                                   "must pass the progress it chained")
-            self._line_learned = True  # its new weights stay there: sync() lets the next line call carry them
-            if line["error"] is not None:  # learning raised (say a NonFiniteError): it surfaces here, as over Ray
-                raise rebuild_error(line["error"], "the learner")
-            if line["metrics"] is not None:
-                return dict(line["metrics"])
-            try:  # the failed runners' chunks came over Ray calls; the learner holds the others
-                return dict(self._get(self.learner.learn_held.remote(progress, *chunks),
-                                      self.config.cluster.call_timeout_s, "learn"))
-            except self.ray.exceptions.RayActorError as exc:
-                raise self._learner_failed(exc) from exc
-        if chained is not None and chained[0] == progress:
-            refs, weights_ref, fp = chained[1], chained[2], chained[3]  # submitted with the collect (chain_learn)
-        else:
-            if chained is not None:  # the learner runs the chained learn anyway: learning twice would be wrong
-                raise RuntimeError(f"learn(progress={progress}) after chain_learn({chained[0]}): the engine must "
-                                   "pass the progress it chained")
-            if self.config.cluster.offload:  # the rollout copies idle while the learner learns
-                for a in self.rollout_actors:
-                    a.offload_idle.remote()
-            refs, weights_ref, fp = self._submit_learn(progress, chunks)
+        if self.config.cluster.offload:  # the rollout copies idle while the learner learns
+            for a in self.rollout_actors:
+                a.offload_idle.remote()
+        refs, weights_ref, fp = self._submit_learn(progress, chunks)
         try:
             if self.in_process:
                 results = refs
@@ -809,7 +622,6 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
                                            action_space=self.action_space, role=PolicyRole.ROLLOUT, device=device,
                                            seed=derive_seed(self.config.seed, 4, 999))
         if self._eval_version != self.version:
-            self._learner_started()
             weights = self._get(self.learner.get_weights.remote(), self.config.cluster.call_timeout_s,
                                 "fetch weights for evaluation")
             self._eval_policy.set_weights(weights, self.version)
@@ -819,7 +631,6 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
     def state_dict(self) -> dict[str, Any]:
         """Learner + buffer (from the learner actor), merged preprocessors, env runners, weight version."""
         timeout = self.config.cluster.call_timeout_s
-        self._learner_started()
         remote = self._get(self.learner.state_dict.remote(), timeout, "fetch the learner state")
         buffer = remote["buffer"]
         if self.world_size > 1:  # rank 0 writes the learner; every rank's buffer shard is kept
@@ -861,7 +672,6 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
     def load_state_dict(self, state: dict[str, Any]) -> list[bool]:
         """Restore; a different number of env workers than at save time resets the envs instead."""
         timeout = self.config.cluster.call_timeout_s
-        self._learner_started()
         buffer = state["buffer"]
         shards = buffer["shards"] if isinstance(buffer, dict) and "shards" in buffer else [buffer]
         if len(shards) != self.world_size:
@@ -886,7 +696,7 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
 
     def reseed_runner(self, index: int, seed: int) -> None:
         """Reset one env runner with ``seed``."""
-        self._track(index, self.env_group.actors[index].reset.remote(seed))
+        self.env_group.actors[index].reset.remote(seed)
 
     def close(self) -> None:
         """Kill the actors; shut the cluster down if this run started it. A second call does nothing."""
@@ -902,15 +712,6 @@ class RayExecution(EarlyRolloutMixin, LearnerLineMixin, InferenceServersMixin, W
                 pass
         self._drain_staging(ignore_errors=True)
         self._finish_sync(ignore_errors=True)
-        if getattr(self, "_channels", None) is not None:
-            self._channels.close()  # no connection is left: a later collect would use Ray calls
-        if getattr(self, "_learner_hub", None) is not None:
-            self._learner_hub.close()
-            self._learner_hub = None
-        if getattr(self, "_line_node", None) is not None:  # its socket directory goes before the actor is killed
-            with contextlib.suppress(Exception):
-                self.ray.get(self.learner.close_line.remote(), timeout=10)
-            self._line_node = None
         for server in getattr(self, "servers", []):
             try:
                 self.ray.kill(server, no_restart=True)

@@ -156,9 +156,6 @@ def describe_ray_plan(config: Any, labels: list[str], sync: SyncPlan | None = No
     ``sync``: the run's weight sync (the execution's, or :func:`weight_sync_plan` with the weights' size);
     ``None`` computes it without the size.
     """
-    from rlightning_core.distributed.early_start import early_rollout_possible
-    from rlightning_core.distributed.ray_common import SYNC_ENGINES, learner_line_possible
-
     c = config.cluster
     if sync is None:
         sync = weight_sync_plan(config)
@@ -186,26 +183,10 @@ def describe_ray_plan(config: Any, labels: list[str], sync: SyncPlan | None = No
                      "every backward pass; each rank stores an equal slice of every chunk's envs); rank 0 syncs "
                      "weights and is checkpointed")
     lines.append(_sync_line(config, sync, holders))
-    inline = sync.transport in ("inline", "undecided")
-    size_clause = " and the weights are at most 1 MiB" if sync.transport == "undecided" else ""
     if c.topology == "inference_server":
-        lines.append("act calls (one per env step): " + (
-            "over each rollout actor's Unix socket from the env workers on its node, Ray calls from any other "
-            "(cluster.local_channel)" if c.local_channel else "Ray calls (cluster.local_channel: false)"))
-    if c.num_learners == 0:
-        lines.append("collect calls: " + ("over a Unix socket to the env runners on the driver's node, Ray calls to "
-                                          "any other (cluster.local_channel)" if c.local_channel else
-                                          "Ray calls (cluster.local_channel: false)"))
-    elif learner_line_possible(c) and config.engine.type in SYNC_ENGINES and inline:
-        lines.append("collect calls: the learner actor asks the env runners on its node over a Unix socket and "
-                     "learns in the same call, one Ray call per iteration from the driver (cluster.local_channel; "
-                     f"when every runner is on the learner's node{size_clause}; else Ray calls)")
-    else:
-        lines.append("collect calls: Ray calls")
-    if early_rollout_possible(config) and inline:
-        lines.append("first rollout: with initial weights a helper process builds while Ray starts; the learner "
-                     "actor starts after the env actors and adopts them (cluster.early_rollout; when Ray is started "
-                     f"or joined by this run{size_clause})")
+        lines.append("act calls (one per env step): Ray calls to the env worker's rollout actor")
+    learner = "the learner in the driver" if c.num_learners == 0 else "the learner actor(s)"
+    lines.append(f"collect calls: Ray calls; the chunks go to {learner} as object refs")
     if c.sharded_buffer:
         lines.append("buffer: sharded, one shard in each env-runner actor (on-policy: gathered before learning; "
                      "off-policy: sampled in proportion to shard sizes)")

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from rlightning_core.config.schema import MainConfig
 
 __all__ = ["REPLY_SYNC_MAX_BYTES", "SYNC_ENGINES", "PackedWeights", "RayExecutionState", "WorkerFailure",
-           "collective_backend", "learner_line_possible", "mean_metrics", "pack_weights", "strip_private",
+           "collective_backend", "mean_metrics", "pack_weights", "strip_private",
            "unpack_weights"]
 
 
@@ -51,17 +51,6 @@ def collective_backend(requested: str, devices: list[str]) -> tuple[str, str]:
     if len(cuda) < len(devices):
         return "gloo", "some ranks hold their weights on CPU (NCCL broadcasts GPU tensors only)"
     return "nccl", "every rank on a GPU of its own"
-
-
-def learner_line_possible(cc: Any) -> bool:
-    """Whether a learner actor may drive the env runners over its line (``cluster.local_channel``).
-
-    One CPU learner actor in the env-runner topology whose weights may ride inline (``weight_sync: auto``);
-    the execution then also checks the engine (sync) and the policy's size. Env runners get their ``channel``
-    thread when this (or ``num_learners: 0``) holds.
-    """
-    return (bool(cc.local_channel) and cc.num_learners == 1 and cc.topology == "env_runner"
-            and not cc.sharded_buffer and not cc.offload and cc.weight_sync == "auto" and not cc.learner_num_gpus)
 
 
 class WorkerFailure(RlightningError):

@@ -20,16 +20,13 @@ class WeightSyncMixin(RayExecutionState):
     strategy: str
     sync_plan: Any
     inference_server: bool
-    _initial_fp: Any
     _blocking_sync: bool
     _sync_refs: list[Any]
     _sync_info: dict[str, float]
     _staging_refs: list[Any]
     _fresh_weights: Any
-    _presync: tuple[int, list[Any]] | None
+    _fresh_fp: Any
     _weights_with_collect: tuple[Any, int] | None
-    _line_ride: int | None
-    _line_learned: bool
     in_process: bool
 
     if TYPE_CHECKING:
@@ -37,8 +34,6 @@ class WeightSyncMixin(RayExecutionState):
         def rollout_actors(self) -> list[Any]: ...  # noqa: D102
 
         def _get(self, refs: Any, timeout: float, what: str) -> Any: ...
-
-        def _track(self, w: int, ref: Any) -> None: ...
 
         def _expect(self, version: int, value: Any, key: str | None = None) -> None: ...
 
@@ -170,20 +165,10 @@ class WeightSyncMixin(RayExecutionState):
         t0 = time.perf_counter()
         self.version += 1
         self._weights_with_collect = None  # a newer set supersedes weights still waiting for a collect
-        self._line_ride = None
-        line_learned, self._line_learned = getattr(self, "_line_learned", False), False
         queued = self._queue_sync()
         fresh, self._fresh_weights = self._fresh_weights, None
-        fresh_fp, self._fresh_fp = getattr(self, "_fresh_fp", None), None  # their fingerprint, from the learner
-        presync, self._presync = getattr(self, "_presync", None), None
-        if queued and line_learned:  # the learner actor sends its weights with its next line call
-            self._line_ride = self.version  # (and their fingerprint in its reply)
-            metrics = {"sync/bytes": self._sync_info.get("bytes", 0.0)}
-        elif queued and presync is not None and presync[0] == self.version:  # already on their way (collect)
-            self._sync_refs += presync[1]
-            self._expect(self.version, fresh_fp)
-            metrics = {"sync/bytes": self._sync_info.get("bytes", 0.0)}
-        elif queued and fresh is not None and self.in_process:
+        fresh_fp, self._fresh_fp = self._fresh_fp, None  # their fingerprint, from the learner
+        if queued and fresh is not None and self.in_process:
             # the learner is in this process: the weights (numpy values) go with each runner's next collect call
             self._weights_with_collect = (pack_weights(fresh), self.version)
             self._expect(self.version, fresh_fp)
@@ -205,14 +190,9 @@ class WeightSyncMixin(RayExecutionState):
             metrics = self._stage(self.version, blocking=self._blocking_sync)
         elif self.strategy == "node_shared":
             metrics = self._shared_sync(self.version)
-        else:  # the first sync may send a helper's initial weights (cluster.early_rollout)
-            initial, self._initial_weights = getattr(self, "_initial_weights", None), None
-            if initial is not None:
-                ref = initial
-                self._expect(self.version, self._initial_fp)
-            else:
-                ref, fp_ref = self.learner.weights_and_fingerprint.options(num_returns=2).remote()
-                self._expect(self.version, fp_ref)
+        else:  # the object store: one ray.put of the learner's weights, read by every rollout copy
+            ref, fp_ref = self.learner.weights_and_fingerprint.options(num_returns=2).remote()
+            self._expect(self.version, fp_ref)
             refs = [a.set_weights.remote(ref, self.version) for a in self.rollout_actors]
             if queued:
                 self._sync_refs += refs
@@ -221,8 +201,8 @@ class WeightSyncMixin(RayExecutionState):
             metrics = {}
         if self.preprocessors:
             states = [strip_private(p.state_dict()) for p in self.preprocessors]
-            for i, a in enumerate(self.env_group.actors):  # ordered before the next collect on each actor
-                self._track(i, a.load_preprocessor_states.remote(states))  # (a channel collect waits for it)
+            for a in self.env_group.actors:  # ordered before the next collect on each actor
+                a.load_preprocessor_states.remote(states)
         if self.config.cluster.offload:  # the learners are idle until the next learn: free their GPU memory
             for ln in self.learners:
                 ln.offload_idle.remote()

@@ -2,10 +2,10 @@
 
 The learner side computes the fingerprint (:mod:`rlightning_core.weights.fingerprint`) of the weights it sends,
 once per sync, where it produces them: the learn reply that carries them, its broadcast's result, the call that
-fetches them for the object store, the line call that sends them, or (the learner in the driver, the early
-helper's weights) the driver itself. A rollout copy computes the fingerprint of what it loaded and reports it with
-the version: an env runner with the first chunk it collects with those weights, an inference server when asked
-after the (blocking) sync. A difference stops the run with :class:`WeightSyncMismatch`, naming the worker.
+fetches them for the object store, or (the learner in the driver) the driver itself. A rollout copy computes
+the fingerprint of what it loaded and reports it with the version: an env runner with the first chunk it
+collects with those weights, an inference server when asked after the (blocking) sync. A difference stops the
+run with :class:`WeightSyncMismatch`, naming the worker.
 """
 
 from __future__ import annotations

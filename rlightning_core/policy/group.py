@@ -112,13 +112,10 @@ class PolicyGroup:
             return
         import torch
 
-        from rlightning_core.policy.lazy_dynamo import dynamo_import_deferred
-
         torch.set_num_threads(self.policy_cfg.num_threads)
-        with dynamo_import_deferred():  # LeanAdam's steps never need torch._dynamo (~1.5 s of CPU): keep it out
-            self.learner = self._build(PolicyRole.LEARNER, observation_space=observation_space,
-                                       action_space=action_space, device=resolve_device(self.policy_cfg.device),
-                                       seed=derive_seed(seed, 3, 0))
+        self.learner = self._build(PolicyRole.LEARNER, observation_space=observation_space,
+                                   action_space=action_space, device=resolve_device(self.policy_cfg.device),
+                                   seed=derive_seed(seed, 3, 0))
         self.rollout = self._build(PolicyRole.ROLLOUT, observation_space=observation_space,
                                    action_space=action_space,
                                    device=resolve_device(self.policy_cfg.rollout_device, "policy.rollout_device"),
@@ -146,21 +143,14 @@ class PolicyGroup:
 
     def state_dict(self) -> dict[str, Any]:
         """The learner's full state and the sync version."""
-        from rlightning_core.policy.lazy_dynamo import dynamo_import_deferred
-
         assert self.learner is not None
-        with dynamo_import_deferred():  # optimizer.state_dict() would import torch._dynamo only to mark itself
-            learner = self.learner.state_dict()
-        return {"learner": learner, "version": self.version,
+        return {"learner": self.learner.state_dict(), "version": self.version,
                 "rollout_extra": self.rollout.extra_state() if self.rollout is not None else {}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore the learner and re-sync the rollout copy."""
-        from rlightning_core.policy.lazy_dynamo import dynamo_import_deferred
-
         assert self.learner is not None and self.rollout is not None
-        with dynamo_import_deferred():
-            self.learner.load_state_dict(state["learner"])
+        self.learner.load_state_dict(state["learner"])
         self.rollout.load_extra_state(state.get("rollout_extra", {}))
         self.version = int(state["version"]) - 1
         self.sync_weights()

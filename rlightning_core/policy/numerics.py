@@ -87,30 +87,18 @@ class NumericGuard:
     def grad_norm(params: Iterable[Any], max_norm: float | None = None) -> Any:
         """The global L2 norm of the gradients (a tensor; ``None`` without any), clipped to ``max_norm`` if given.
 
-        Clips exactly like ``torch.nn.utils.clip_grad_norm_`` (same operations, same result), without its
-        per-call grouping of tensors by device and dtype, a Python overhead that costs more than the arithmetic
-        for the small networks of RL. A non-finite norm leaves the gradients non-finite (the step is then never
-        taken).
+        ``torch.nn.utils.clip_grad_norm_`` (or ``get_total_norm`` when nothing is clipped), with ``foreach``
+        kernels where the gradients allow them. A non-finite norm leaves the gradients non-finite (the step is
+        then never taken).
         """
         import torch
 
         with_grad = [p for p in params if p.grad is not None]
-        grads = [p.grad for p in with_grad]
-        if not grads:
+        if not with_grad:
             return None
-        first = grads[0]
-        if any(g.is_sparse or g.device != first.device or g.dtype != first.dtype for g in grads):
-            if max_norm is not None:  # mixed devices / dtypes: torch's general path
-                return torch.nn.utils.clip_grad_norm_(with_grad, max_norm)
-            return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g).to(first.device)
-                                                         for g in grads]))
-        with torch.no_grad():
-            norms = torch._foreach_norm(grads)
-            total = torch.linalg.vector_norm(torch.stack(norms))
-            if max_norm is not None:
-                coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
-                torch._foreach_mul_(grads, coef)
-        return total
+        if max_norm is not None:
+            return torch.nn.utils.clip_grad_norm_(with_grad, max_norm)
+        return torch.nn.utils.get_total_norm([p.grad for p in with_grad])
 
     def check(self, values: Mapping[str, Any], grad_norm: Any = None, *, where: str = "update",
               optimizers: Iterable[Any] = ()) -> bool:

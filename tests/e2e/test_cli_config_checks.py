@@ -168,3 +168,26 @@ def test_params_checks_against_the_run_are_made_at_validation(rlightning_cli):
         refused(rlightning_cli(["config", "validate", rsl, "cluster.mode=ray", "cluster.num_learners=2",
                                 "policy.params.obs_normalization=true"]),
                 "policy.params.obs_normalization: not supported with data-parallel learners (cluster.num_learners: 2")
+
+
+# ------------------------------------------------------------------------------------ removed keys
+
+
+def test_config_validate_refuses_a_file_setting_a_removed_key_and_says_what_to_do(rlightning_cli, tmp_path):
+    data = yaml.safe_load(Path(CARTPOLE).read_text())
+    data.setdefault("cluster", {})["early_rollout"] = False
+    path = tmp_path / "old.yaml"
+    path.write_text(yaml.safe_dump(data))
+    result = rlightning_cli(["config", "validate", str(path)])
+    refused(result, "cluster.early_rollout: this key was removed together with the early-rollout helper process "
+            "(the first rollout starts once the learner is built); delete it from the config")
+    assert "unknown key" not in result.output  # removed, not merely unknown
+
+
+@pytest.mark.parametrize(("override", "key"), [
+    ("cluster.local_channel=false", "cluster.local_channel"),
+    ("policy.rollout_impl=torch", "policy.rollout_impl"),
+])
+def test_an_override_setting_a_removed_key_is_refused_naming_it(rlightning_cli, override, key):
+    refused(rlightning_cli(["train", CARTPOLE, override, "--dry-run"]), f"{key}: this key was removed together with ",
+            "; delete it from the config")

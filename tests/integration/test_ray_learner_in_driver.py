@@ -40,7 +40,6 @@ def test_the_learner_runs_in_the_driver_and_the_runners_get_its_weights_bitwise(
     with pytest.raises(ValueError):
         ray.get_actor("learner-ppo-0")  # no learner actor was created
     assert ex.version == 1 and _in_sync(ex)  # the first sync, before any rollout
-    assert ray.get([a.imports_torch.remote() for a in ex.env_group.actors]) == [False, False]
     steps = config.engine.params.rollout_steps
     before = ex.learner.target.get_weights()
     for version in (2, 3):
@@ -64,54 +63,6 @@ def test_the_learner_runs_in_the_driver_and_the_runners_get_its_weights_bitwise(
 
 
 @pytest.mark.ray
-def test_the_direct_line_changes_the_transport_not_the_result(ray_cluster, tmp_path, cartpole_config, build_run):
-    """cluster.local_channel: the runners on the driver's node collect over a Unix socket. The same run over Ray
-    calls ends with bitwise the same learner and observation statistics (they ride the collect request)."""
-    outcome = {}
-    for channel in (True, False):
-        config = _config(cartpole_config, "engine.total_steps=768", "checkpoint.every=0",
-                         "preprocessors=[{type: normalize_obs}]", f"cluster.local_channel={str(channel).lower()}")
-        engine = build_run(config)
-        ex = engine.execution
-        try:
-            assert (ex._channels is not None and sorted(ex._channels.conns) == [0, 1]) == channel
-            result = engine.run(tmp_path / f"run-{channel}")
-            assert result.env_steps == 768 and _in_sync(ex)
-            outcome[channel] = (ex.learner.target.get_weights(), ex.preprocessors[0].state_dict())
-        finally:
-            engine.execution.close()
-    (w_direct, s_direct), (w_ray, s_ray) = outcome[True], outcome[False]
-    assert all(np.array_equal(w_direct[k], w_ray[k]) for k in w_ray)
-    assert s_direct.keys() == s_ray.keys()
-    for key, value in s_ray.items():
-        if key != "uid":  # each preprocessor instance's own id
-            assert np.array_equal(np.asarray(s_direct[key]), np.asarray(value)), key
-
-
-@pytest.mark.ray
-def test_a_runner_that_cannot_reach_the_socket_takes_ray_calls(ray_cluster, tmp_path, cartpole_config, build_run,
-                                                                monkeypatch, caplog):
-    """A worker that cannot open the driver's socket (say, another filesystem namespace) is not an error."""
-    from rlightning_core.distributed import channel
-
-    made = channel.ChannelHub.__init__
-
-    def unreachable(self):
-        made(self)
-        self.path = str(tmp_path / "nowhere" / "hub")  # what the runners are told: a path they cannot open
-
-    monkeypatch.setattr(channel.ChannelHub, "__init__", unreachable)
-    engine = build_run(_config(cartpole_config, "engine.total_steps=512", "checkpoint.every=0"))
-    try:
-        assert engine.execution._channels.conns == {}
-        assert caplog.text.count("takes Ray calls: no direct line to it") == 2
-        result = engine.run(tmp_path / "run")
-        assert result.env_steps == 512 and _in_sync(engine.execution)
-    finally:
-        engine.execution.close()
-
-
-@pytest.mark.ray
 def test_a_killed_env_worker_is_recreated_with_the_drivers_weights(ray_cluster, tmp_path, cartpole_config,
                                                                     build_run, kill_env_worker_at):
     config = _config(cartpole_config, "engine.total_steps=768", "checkpoint.every=0")
@@ -120,7 +71,7 @@ def test_a_killed_env_worker_is_recreated_with_the_drivers_weights(ray_cluster, 
     result = engine.run(tmp_path / "run")
     assert result.env_steps == 768 and result.stop_reason == "total_steps"
     assert engine.execution.env_group.slots[1].restarts == 1
-    assert engine.execution._channels.attached == 3  # the replacement got its direct line too
+    assert _in_sync(engine.execution)  # the replacement holds the driver's weights
     rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["fault/worker_restarts"] for r in rows if "fault/worker_restarts" in r][-1] == 1
 
@@ -200,7 +151,5 @@ def test_the_dry_run_plan_says_where_the_learner_is_and_how_weights_travel(cartp
     assert big.transport == "object_store"
     assert "weight sync: object_store from the learner in the driver (weight_sync: auto: 3 MiB of weights, over " \
            "1 MiB): one ray.put per sync" in "\n".join(describe_ray_plan(config, ["x"] * 2, big))
-    assert "collect calls: over a Unix socket to the env runners on the driver's node" in text
+    assert "collect calls: Ray calls; the chunks go to the learner in the driver as object refs" in text
     assert "broadcast" not in text and "learners:" not in text
-    text = "\n".join(describe_ray_plan(_config(cartpole_config, "cluster.local_channel=false"), ["CartPole-v1"] * 2))
-    assert "collect calls: Ray calls (cluster.local_channel: false)" in text

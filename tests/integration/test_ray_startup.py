@@ -6,7 +6,6 @@ process is) without a cluster; one test checks a real Ray run end to end.
 
 from __future__ import annotations
 
-import importlib
 import json
 import pickle
 import subprocess
@@ -67,7 +66,7 @@ def test_an_env_runner_reports_its_spaces_before_importing_torch_and_uses_the_pr
     assert result == {"torch_at_spaces": False, "n": 2, "same": True, "rebuilt": True, "threads": 1, "steps": 8}
 
 
-def test_the_learner_builds_without_dynamo_and_its_optimizer_state_round_trips():
+def test_the_learner_s_optimizer_state_round_trips():
     result = _fresh_python("""
         import gymnasium as gym
         import numpy as np
@@ -79,11 +78,8 @@ def test_the_learner_builds_without_dynamo_and_its_optimizer_state_round_trips()
         env = gym.make("CartPole-v1")
         learner = LearnerActor(group.policy_cfg, selection=selection, seed=3)
         extras = learner.build(env.observation_space, env.action_space)
-        dynamo_after_build = "torch._dynamo" in sys.modules
         import torch
 
-        shortcut_left = any("__dynamo_disable" in m.__wrapped__.__dict__
-                            for m in (torch.optim.Optimizer.add_param_group, torch.optim.Optimizer.zero_grad))
         spec = BufferSpec(observation_space=env.observation_space, action_space=env.action_space, num_envs=2,
                           num_steps=8, extras_spec=extras, column_labels=["CartPole-v1"] * 2, device="cpu", seed=0)
         learner.bind_buffer(config.buffer.type, config.buffer.params, spec)
@@ -94,7 +90,6 @@ def test_the_learner_builds_without_dynamo_and_its_optimizer_state_round_trips()
         runner.reset(0)
         chunk, _ = runner.collect(8)
         metrics = learner.learn(0.0, chunk)
-        dynamo_after_learn = "torch._dynamo" in sys.modules
         import copy
 
         state = copy.deepcopy(learner.state_dict())  # as a checkpoint would hold it: no tensor shared with the learner
@@ -117,25 +112,11 @@ def test_the_learner_builds_without_dynamo_and_its_optimizer_state_round_trips()
         twin.learn(0.5, chunk2)
         wa, wb = learner.get_weights(), twin.get_weights()
         same_after = all(np.array_equal(wa[k], wb[k]) for k in wa)
-        print(json.dumps({"dynamo_after_build": dynamo_after_build, "shortcut_left": shortcut_left,
-                          "dynamo_after_learn": dynamo_after_learn, "finite": bool(np.isfinite(
+        print(json.dumps({"finite": bool(np.isfinite(
                               [v for v in metrics.values()]).all()), "opt_entries": len(a),
                           "same_opt": same_opt, "same_w": same_w, "same_after": same_after}))
     """)
-    assert result == {"dynamo_after_build": False, "shortcut_left": False, "dynamo_after_learn": False,
-                      "finite": True, "opt_entries": 1, "same_opt": True, "same_w": True, "same_after": True}
-
-
-def test_dynamo_import_deferred_leaves_torch_alone_once_dynamo_is_loaded():
-    torch = pytest.importorskip("torch")
-    importlib.import_module("torch._dynamo")
-
-    from rlightning_core.policy.lazy_dynamo import dynamo_import_deferred
-
-    with dynamo_import_deferred() as patched:
-        assert patched == 0
-        opt = torch.optim.Adam(torch.nn.Linear(2, 1).parameters())
-    assert opt.param_groups
+    assert result == {"finite": True, "opt_entries": 1, "same_opt": True, "same_w": True, "same_after": True}
 
 
 @pytest.mark.ray
@@ -157,9 +138,9 @@ def test_a_ray_run_with_auto_sync_needs_no_process_group_and_keeps_weights_bitwi
             assert copy.keys() == learner.keys() and all(np.array_equal(learner[k], copy[k]) for k in learner)
 
     assert_in_sync(1)  # the first sync happens before any rollout
-    # ppo registers a torch-free rollout copy: with numpy weight transfers the runners never import torch
-    assert ray.get([a.imports_torch.remote() for a in ex.env_group.actors]) == [False, False]
-    assert ray.get(ex.learner.__ray_call__.remote(lambda self: "torch" in __import__("sys").modules))
+    # the runners act with the policy class itself (torch), holding the learner's weights
+    assert ray.get([a.__ray_call__.remote(lambda self: type(self.runner.policy).__name__)
+                    for a in ex.env_group.actors]) == ["PPOPolicy", "PPOPolicy"]
     members = [ex.learner, *ex.env_group.actors]
     assert not any(ray.get([m.__ray_call__.remote(lambda self: self._group_ready) for m in members]))
     assert set(ex.startup) >= {"env_actors_s", "learner_s", "rollout_setup_s", "first_sync_s", "total_s"}
@@ -177,59 +158,6 @@ def test_a_ray_run_with_auto_sync_needs_no_process_group_and_keeps_weights_bitwi
     assert result.env_steps == 256
     rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert any("loss/policy" in r for r in rows)
-
-
-@pytest.mark.ray
-def test_rollout_impl_torch_keeps_torch_copies_in_the_runners(ray_cluster, cartpole_config, build_run):
-    config = cartpole_config("cluster.mode=ray", "env.num_workers=1", "env.num_envs=2", "checkpoint.every=0",
-                             "engine.total_steps=64", "engine.eval_every=0", "policy.rollout_impl=torch")
-    ex = build_run(config).execution
-    actor = ex.env_group.actors[0]
-    assert ex.ray.get(actor.imports_torch.remote())
-    assert ex.ray.get(actor.__ray_call__.remote(lambda self: type(self.runner.policy).__name__)) == "PPOPolicy"
-    ex.collect(config.engine.params.rollout_steps)  # and it acts with the learner's weights
-    ex.learn(0.0)
-    ex.sync()
-    ex._finish_sync()
-    learner, copy = ex.ray.get([ex.learner.get_weights.remote(), actor.get_weights.remote()])
-    ex.close()
-    assert all(np.array_equal(learner[k], copy[k]) for k in learner)
-
-
-def test_an_env_runner_builds_the_torch_free_copy_only_when_asked_and_offered():
-    result = _fresh_python("""
-        from rlightning_core.distributed.actors import EnvRunnerActor, LearnerActor
-        import gymnasium as gym
-        import numpy as np
-
-        actor = EnvRunnerActor(config.env[0], selection=selection, num_envs=2, seed=0, worker_index=0,
-                               label="CartPole-v1", column=0, num_threads=1)
-        actor.build_rollout_policy(config.policy, policy_seed=5, light=True)
-        actor.setup_rollout(config.policy, [], policy_seed=5, needs_next_obs=False, light=True)
-        light = type(actor.runner.policy).__name__
-        torch_before_weights = actor.imports_torch()
-        group = build_policy_group(config.policy.type, config.policy, config.cluster)
-        learner = LearnerActor(group.policy_cfg, selection=selection, seed=3)  # (imports torch: a learner here)
-        env = gym.make("CartPole-v1")
-        learner.build(env.observation_space, env.action_space)
-        actor.set_weights(learner.get_weights(), 4)
-        mine, ref = actor.get_weights(), learner.get_weights()
-        bitwise = mine.keys() == ref.keys() and all(np.array_equal(mine[k], ref[k]) for k in ref)
-        actor.reset(0)
-        chunk, stats = actor.collect(4)
-        # the driver decided on torch copies after all (e.g. a broadcast sync): the prebuilt light copy is replaced
-        actor.build_rollout_policy(config.policy, policy_seed=5, light=True)
-        actor.setup_rollout(config.policy, [], policy_seed=5, needs_next_obs=False, light=False)
-        replaced = type(actor.runner.policy).__name__
-        import attrs
-        gelu = attrs.evolve(config.policy, params=attrs.evolve(config.policy.params, activation="gelu"))
-        actor.setup_rollout(gelu, [], policy_seed=5, needs_next_obs=False, light=True)  # no numpy gelu: torch
-        print(json.dumps({"light": light, "torch_before_weights": torch_before_weights, "bitwise": bitwise,
-                          "version": chunk.weight_version, "steps": stats.steps, "replaced": replaced,
-                          "gelu": type(actor.runner.policy).__name__}))
-    """)
-    assert result == {"light": "NumpyPPORollout", "torch_before_weights": False, "bitwise": True, "version": 4,
-                      "steps": 8, "replaced": "PPOPolicy", "gelu": "PPOPolicy"}
 
 
 def test_an_env_runner_process_never_imports_the_config_loader(tmp_path):

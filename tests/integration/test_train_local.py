@@ -188,29 +188,3 @@ def test_time_limit_stops_the_run(tmp_path, cartpole_config, build_run):
     assert result.last_eval_return is not None  # a final evaluation always runs
 
 
-def test_a_local_run_trains_checkpoints_and_resumes_without_importing_dynamo(tmp_path):
-    """``torch._dynamo`` (~1.5 s of CPU at start-up) is never needed: build, learn, save and resume go without it."""
-    import subprocess
-    import sys
-
-    root = Path(__file__).resolve().parents[2]
-    code = f"""
-import sys
-from rlightning_core import load_config
-from rlightning_core.builders import build_data_buffer, build_engine, build_env_group, build_policy_group
-
-def run(steps, run_dir, resume=None):
-    config = load_config({str(root / "examples" / "cartpole_ppo.yaml")!r}, ["logging.progress=false",
-                         f"engine.total_steps={{steps}}", "engine.eval_every=0", "checkpoint.every=2"])
-    engine = build_engine(config, build_env_group(config.env, seed=config.seed),
-                          build_policy_group(config.policy.type, config.policy, config.cluster),
-                          build_data_buffer(config.buffer.type, config.buffer))
-    return engine.run(run_dir, resume_from=resume)
-
-first = run(1024, {str(tmp_path / "a")!r})
-second = run(2048, {str(tmp_path / "b")!r}, resume={str(tmp_path / "a")!r})
-print(first.env_steps, second.env_steps, "torch._dynamo" in sys.modules)
-"""
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=root)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.split()[-3:] == ["1024", "2048", "False"]

@@ -108,11 +108,11 @@ def joined(multinode: MultiNode) -> Iterator[MultiNode]:
 
 
 def multinode_config(address: str, *overrides: str) -> Any:
-    """examples/cartpole_ppo_ray.yaml joining ``address``, without the mechanisms that need one node."""
+    """examples/cartpole_ppo_ray.yaml joining ``address``."""
     from rlightning_core import load_config
 
     return load_config(CARTPOLE_RAY, [f"cluster.address={address}", "logging.progress=false", "checkpoint.every=0",
-                                      "cluster.local_channel=false", "cluster.early_rollout=false", *overrides])
+                                      *overrides])
 
 
 def build_run(config: Any) -> Any:

@@ -108,13 +108,15 @@ def test_a_removed_node_s_env_runners_are_recreated_on_the_surviving_nodes(joine
     assert learner_after == seen["before"][0]  # the learner (its buffer and optimizer) was not touched
     assert seen["victim"] not in runners_after  # every runner now lives on a surviving node
     lost = seen["lost"]
-    assert seen["restarts"] == [1 if i in lost else 0 for i in range(3)]
+    # exactly the lost runners were recreated; a replacement Ray placed on the node before it declared the node
+    # dead dies with it and is recreated again, so how often depends on when Ray notices (each one is counted)
+    assert [i for i, n in enumerate(seen["restarts"]) if n] == lost
     rows = _rows(tmp_path / "run")
     restarts = [r["fault/worker_restarts"] for r in rows if "fault/worker_restarts" in r]
-    assert restarts[0] == 0 and restarts[-1] == len(lost)  # counted in the run's metrics
+    assert restarts[0] == 0 and restarts[-1] == sum(seen["restarts"])  # counted in the run's metrics
     assert [r["iteration"] for r in rows if "iteration" in r] == list(range(1, 7))  # none lost or repeated
     ledger = [json.loads(x) for x in (tmp_path / "run" / "seeds.jsonl").read_text().splitlines()]
-    assert sorted(e["rank"] for e in ledger if e["role"] == "env" and e["restart"] == 1) == lost
+    assert sorted({e["rank"] for e in ledger if e["role"] == "env" and e["restart"] >= 1}) == lost
 
 
 def test_data_parallel_learners_on_two_nodes_end_identical(joined, tmp_path, config_for, build):

@@ -15,7 +15,7 @@ from reliability_helpers import CARTPOLE, RLIGHTNING, ROOT, SMALL, child_env, wa
 
 pytestmark = pytest.mark.slow
 
-RAY = ("cluster.mode=ray", "cluster.num_cpus=2", "env[0].num_cpus=0.5", "cluster.early_rollout=false")
+RAY = ("cluster.mode=ray", "cluster.num_cpus=2", "env[0].num_cpus=0.5")
 
 
 def _train(tmp_path: Path, faulty_site: Path, mode: str, *extra: str) -> subprocess.CompletedProcess[str]:

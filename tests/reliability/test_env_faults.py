@@ -206,8 +206,7 @@ def test_ray_mode_recreates_failed_env_actors_and_leaves_no_process(tmp_path, fa
     """An env actor whose env raises and one that hangs past step_timeout_s are killed and recreated; the run
     finishes, counts both, and no Ray process of its session outlives it. Envs are closed: the one that raised
     before its actor is replaced, every actor's at the end; a close() that hangs is cut off after
-    cluster.close_timeout_s with a warning. With the learner in the driver the faults arrive over the direct
-    line (cluster.local_channel) instead of Ray calls, and are handled the same way."""
+    cluster.close_timeout_s with a warning. With the learner in the driver they are handled the same way."""
     import subprocess
 
     from reliability_helpers import RLIGHTNING, child_env, kill_session, wait_for_no_session_processes

@@ -522,7 +522,7 @@ def test_config_hash_allows_moving_a_run_between_local_and_ray() -> None:
     base = digest()
     assert base == digest("cluster.mode=ray", "cluster.topology=inference_server", "cluster.num_inference_servers=1",
                           "cluster.weight_sync=object_store",
-                          "cluster.early_rollout=false", "cluster.offload=true", "env.num_workers=3")
+                          "cluster.offload=true", "env.num_workers=3")
     assert base != digest("cluster.sharded_buffer=true")  # shard contents are not checkpointed
     assert base != digest("policy.params.lr=0.1")
     assert base == digest("policy.device=cuda", "policy.rollout_device=cuda")  # a GPU run resumes on CPU

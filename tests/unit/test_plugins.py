@@ -218,9 +218,10 @@ def test_registration_is_all_or_nothing(make_plugin_dist):
         ('register("plain-config", lambda **kw: None, config=dict)', "config must be an attrs class"),
         ('register("twice", lambda **kw: None)\n        register("twice", lambda **kw: None)',
          "registered twice"),
-        ('register("env-with-rollout", lambda **kw: None, rollout=lambda **kw: None)', "only policies take one"),
+        ('register("with-rollout", lambda **kw: None, rollout=lambda **kw: None)',
+         "unexpected keyword argument 'rollout'"),
     ],
-    ids=["colon", "empty", "not-callable", "non-attrs-config", "twice", "rollout-on-an-env"],
+    ids=["colon", "empty", "not-callable", "non-attrs-config", "twice", "removed-rollout-keyword"],
 )
 def test_invalid_registration_breaks_the_plugin(make_plugin_dist, body, expected):
     source = f"""

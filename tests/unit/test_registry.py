@@ -204,16 +204,5 @@ def test_optional_keywords_the_factory_cannot_take_are_warnings():
                               "accept render_mode=, which the core passes to record episode videos")
 
 
-def test_a_policys_rollout_factory_is_checked_against_its_own_call():
-    def rollout(params, *, observation_space, action_space):
-        return None
-
-    with pytest.raises(TypeError, match=r"policy 'p': rollout factory rollout\(params, \*, observation_space, "
-                                        r"action_space\) cannot be called the way the core calls policy rollout "
-                                        r"factories, rollout\(params, \*, observation_space, action_space, "
-                                        r"seed\): got an unexpected keyword argument 'seed'"):
-        validate_registration("policy", "p", policy_kwargs, Params, "", rollout)
-
-
 def test_callables_without_a_signature_are_not_checked():
     assert check_factory("env", "builtin-callable", dict, None) == []  # dict() has no introspectable signature

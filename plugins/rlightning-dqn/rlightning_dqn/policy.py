@@ -31,7 +31,6 @@ from torch.nn import functional as F
 
 from rlightning_core.policy.base import BasePolicy, PolicyOutput, PolicyRole
 from rlightning_core.policy.numerics import guard_of
-from rlightning_core.policy.optim import lean
 from rlightning_core.policy.schedule import UpdateSchedule
 from rlightning_dqn.params import DQNParams
 
@@ -177,23 +176,24 @@ class DQNPolicy(BasePolicy):
         td = q - target
         per_item = F.smooth_l1_loss(q, target, reduction="none") if p.loss == "huber" else td.square()
         loss = (batch["weights"] * per_item).mean()
-        lean(self.optimizer).zero_grad()
+        self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         guard = guard_of(self)
         ok = guard.check({"loss/td": loss}, guard.grad_norm(self.q.parameters(), p.max_grad_norm),
                          where="dqn update", optimizers=[self.optimizer])
         if ok:
-            lean(self.optimizer).step()
+            self.optimizer.step()
         td_abs = td.detach().abs()
         if prioritized and ok:
             buffer.update_priorities(batch["indices"], td_abs)
         self.num_updates += 1
         if self.num_updates % p.target_update_interval == 0:
             with torch.no_grad():
-                if p.tau >= 1.0:
-                    torch._foreach_copy_(list(self.q_target.parameters()), list(self.q.parameters()))
-                else:
-                    torch._foreach_lerp_(list(self.q_target.parameters()), list(self.q.parameters()), p.tau)
+                for target, online in zip(self.q_target.parameters(), self.q.parameters(), strict=True):
+                    if p.tau >= 1.0:
+                        target.copy_(online)
+                    else:
+                        target.lerp_(online, p.tau)
         with torch.no_grad():
             return torch.stack([loss.detach(), q.detach().mean(), td_abs.mean()])
 

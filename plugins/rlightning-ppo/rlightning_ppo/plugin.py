@@ -17,15 +17,8 @@ def make_ppo(params: PPOParams, **kwargs: Any) -> Any:
     return PPOPolicy(params, **kwargs)
 
 
-def make_ppo_rollout(params: PPOParams, **kwargs: Any) -> Any:
-    """A torch-free rollout copy (:class:`rlightning_ppo.rollout.NumpyPPORollout`), or ``None``."""
-    from rlightning_ppo.rollout import make_ppo_rollout as make
-
-    return make(params, **kwargs)
-
-
 @hookimpl
 def register_policies(register: Any) -> None:
     """Register ``ppo``."""
-    register("ppo", make_ppo, config=PPOParams, rollout=make_ppo_rollout,
+    register("ppo", make_ppo, config=PPOParams,
              description="Proximal Policy Optimization (clipped surrogate, GAE); discrete or continuous actions.")

@@ -15,7 +15,6 @@ import torch
 
 from rlightning_core.policy.base import BasePolicy, PolicyOutput, PolicyRole
 from rlightning_core.policy.numerics import guard_of
-from rlightning_core.policy.optim import LeanAdam
 from rlightning_ppo.networks import ActorCritic, gaussian_entropy, gaussian_log_prob
 from rlightning_ppo.params import PPOParams
 from rlightning_ppo.spaces import space_info
@@ -88,15 +87,6 @@ class PPOPolicy(BasePolicy):
                 param.requires_grad_(False)
         self._no_grad = contextlib.nullcontext if role is PolicyRole.ROLLOUT else torch.inference_mode
         self.optimizer = _adam(self._params, params) if role is PolicyRole.LEARNER else None
-        self._lean: LeanAdam | None = None
-
-    def _stepper(self) -> LeanAdam:
-        """The lean step of the current optimizer (rebuilt if the optimizer object was replaced)."""
-        if self.optimizer is None:
-            raise RuntimeError("a rollout copy of ppo has no optimizer")
-        if self._lean is None or self._lean.optimizer is not self.optimizer:
-            self._lean = LeanAdam(self.optimizer)
-        return self._lean
 
     # -- rollout ---------------------------------------------------------------------------------------------
     def _obs(self, obs: np.ndarray) -> torch.Tensor:
@@ -181,7 +171,7 @@ class PPOPolicy(BasePolicy):
             group["lr"] = lr
         buffer.compute_returns_and_advantages(gamma=p.gamma, gae_lambda=p.gae_lambda)
         guard = guard_of(self)  # NaN/inf in a loss or gradient: raise or skip (policy.nan_policy)
-        stepper = self._stepper()  # Adam's step through its fused kernel, without step()'s Python wrapping
+        optimizer = self.optimizer
         norm_cache = _AdvantageNorm()
         guard.begin_learn()
         diagnostics: list[torch.Tensor] = []  # per minibatch: policy loss, value loss, entropy, approx-KL, clip frac
@@ -215,13 +205,13 @@ class PPOPolicy(BasePolicy):
                 if p.ent_coef > 0:
                     entropy = entropy_fn()
                     loss = loss - p.ent_coef * entropy
-                stepper.zero_grad()
+                optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 grad_norm = guard.grad_norm(self._params, p.max_grad_norm)
                 if not guard.check({"loss/policy": pg_loss, "loss/value": v_loss}, grad_norm, where="ppo update",
                                    optimizers=[self.optimizer]):
                     continue
-                stepper.step()
+                optimizer.step()
                 if p.target_kl is not None or epochs_done == p.epochs - 1:  # diagnostics: the last epoch
                     with torch.no_grad():
                         ent = entropy.detach() if p.ent_coef > 0 else entropy_fn()

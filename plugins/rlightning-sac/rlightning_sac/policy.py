@@ -30,7 +30,6 @@ import torch
 
 from rlightning_core.policy.base import BasePolicy, PolicyOutput, PolicyRole
 from rlightning_core.policy.numerics import guard_of
-from rlightning_core.policy.optim import lean
 from rlightning_core.policy.schedule import UpdateSchedule
 from rlightning_sac.networks import Actor, Critics, EntropyCoef, squashed_sample
 from rlightning_sac.params import SACParams
@@ -183,11 +182,11 @@ class SACPolicy(BasePolicy):
         guard = guard_of(self)
         if self.ent_coef_optimizer is not None:
             ent_loss = -(log_alpha * (log_prob.detach() + self.target_entropy)).mean()
-            lean(self.ent_coef_optimizer).zero_grad()
+            self.ent_coef_optimizer.zero_grad(set_to_none=True)
             ent_loss.backward()
             if guard.check({"loss/ent_coef": ent_loss}, guard.grad_norm(self.ent_coef.parameters()),
                            where="sac entropy-coefficient update", optimizers=[self.ent_coef_optimizer]):
-                lean(self.ent_coef_optimizer).step()
+                self.ent_coef_optimizer.step()
         else:
             ent_loss = torch.zeros((), device=self.device)
         # 3. critics, towards the soft Bellman target of the target critics
@@ -200,29 +199,30 @@ class SACPolicy(BasePolicy):
             q = self.critic(obs, actions).float()
         td = q - target
         critic_loss = 0.5 * (weights * td.square()).mean(-1).sum()
-        lean(self.critic_optimizer).zero_grad()
+        self.critic_optimizer.zero_grad(set_to_none=True)
         critic_loss.backward()
         critic_norm = guard.grad_norm(self.critic.parameters(), p.max_grad_norm)
         critic_ok = guard.check({"loss/critic": critic_loss}, critic_norm, where="sac critic update",
                                 optimizers=[self.critic_optimizer])
         if critic_ok:
-            lean(self.critic_optimizer).step()
+            self.critic_optimizer.step()
         # 4. actor, through the updated critics read as constants
         with self._cast():
             q_pi = self.critic(obs, pi_actions, detach_params=True).float().min(0).values
         actor_loss = (alpha * log_prob - q_pi).mean()
-        lean(self.actor_optimizer).zero_grad()
+        self.actor_optimizer.zero_grad(set_to_none=True)
         actor_loss.backward()
         if guard.check({"loss/actor": actor_loss}, guard.grad_norm(self.actor.parameters(), p.max_grad_norm),
                        where="sac actor update", optimizers=[self.actor_optimizer]):
-            lean(self.actor_optimizer).step()
+            self.actor_optimizer.step()
         if prioritized and critic_ok:
             buffer.update_priorities(batch["indices"], td.detach().abs().mean(0))
         # 5. target critics
         self.num_updates += 1
         if self.num_updates % p.target_update_interval == 0:
             with torch.no_grad():
-                torch._foreach_lerp_(list(self.critic_target.parameters()), list(self.critic.parameters()), p.tau)
+                for target, online in zip(self.critic_target.parameters(), self.critic.parameters(), strict=True):
+                    target.lerp_(online, p.tau)
         with torch.no_grad():
             return torch.stack([critic_loss.detach(), actor_loss.detach(), ent_loss.detach(), alpha,
                                 -log_prob.detach().mean(), q.detach().mean()])

@@ -109,8 +109,7 @@ def send_frame(sock: socket.socket, message: Mapping[str, Any]) -> None:
 def recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes:
     """Exactly ``n`` bytes from ``sock``.
 
-    Raises ``TimeoutError`` past ``deadline`` and :class:`ConnectionClosed` if the peer goes away. Also the reader
-    of the driver-runner channel (:mod:`rlightning_core.distributed.channel`).
+    Raises ``TimeoutError`` past ``deadline`` and :class:`ConnectionClosed` if the peer goes away.
     """
     view = bytearray(n)
     got = 0
