@@ -498,10 +498,8 @@ class RayExecution(InferenceServersMixin, WeightSyncMixin, WeightCheckMixin, Str
                 slot = self.env_group.slots[index]
                 resets[index] = actor.reset.remote(derive_seed(self.config.seed, 1, slot.config_index,
                                                                slot.worker_index, slot.restarts))
-                self._track(index, resets[index])
                 if self.preprocessors:
-                    self._track(index, actor.load_preprocessor_states.remote(
-                        [_strip_private(p.state_dict()) for p in self.preprocessors]))
+                    actor.load_preprocessor_states.remote([_strip_private(p.state_dict()) for p in self.preprocessors])
             failed = self._started_and_reset(resets)
         if counts:
             self._resync_replaced(sorted(counts))
@@ -583,7 +581,7 @@ class RayExecution(InferenceServersMixin, WeightSyncMixin, WeightCheckMixin, Str
         else:  # the learner's weights now, which an async learner may have moved past this version's
             for index, actor in zip(replaced, actors, strict=True):
                 self._exempt[index] = self.version
-                self._track(index, actor.set_weights.remote(self.learner.get_weights.remote(), self.version))
+                actor.set_weights.remote(self.learner.get_weights.remote(), self.version)
 
     def _merge_preprocessors(self, stats: list[Any]) -> None:
         for k, pre in enumerate(self.preprocessors):

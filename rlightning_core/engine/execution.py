@@ -191,7 +191,7 @@ class LocalExecution:
         group = self.env_group
         for w in range(len(self.runners)):
             worker_seed = derive_seed(seed, 1, group.config_indices[w], group.worker_indices[w])
-            self._on_runner(w, lambda runner, s=worker_seed: runner.reset(seed=s))
+            self._on_runner(w, functools.partial(_reset_runner, seed=worker_seed))
 
     def collect(self, num_steps: int) -> list[RolloutStats]:
         """Every runner collects ``num_steps`` steps into the buffer."""
@@ -337,7 +337,7 @@ class LocalExecution:
 
     def reseed_runner(self, index: int, seed: int) -> None:
         """Reset one runner's envs with ``seed`` (after a resume that could not restore them)."""
-        self._on_runner(index, lambda runner: runner.reset(seed=seed))
+        self._on_runner(index, functools.partial(_reset_runner, seed=seed))
 
     def close(self) -> None:
         """Nothing to release in one process (the env group is closed by its owner): a no-op."""
@@ -347,3 +347,7 @@ def _mean(rows: list[dict[str, float]]) -> dict[str, float]:
     """Per key, the mean over the rows that have it."""
     keys = {k for row in rows for k in row}
     return {k: float(sum(r[k] for r in rows if k in r) / sum(1 for r in rows if k in r)) for k in sorted(keys)}
+
+
+def _reset_runner(runner: EnvRunner, *, seed: int) -> None:
+    runner.reset(seed=seed)
