@@ -90,7 +90,7 @@ def measure_weights_nbytes(config: Any) -> int | None:
     """
     import attrs
 
-    from rlightning_core.distributed.actors import LearnerActor
+    from rlightning_core.distributed.learner import LearnerActor
     from rlightning_core.env.remote.params import RemoteEnvParams
     from rlightning_core.env.seeding import derive_seed
     from rlightning_core.plugins import get_plugins

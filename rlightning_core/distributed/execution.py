@@ -21,7 +21,6 @@ from rlightning_core.distributed.deadlines import (
     RunnerTimeout,
     env_work_deadline,
     name_runner,
-    name_runners,
 )
 from rlightning_core.distributed.env_group import RemoteEnvGroup, remote_class
 from rlightning_core.distributed.inference_servers import InferenceServersMixin
@@ -33,7 +32,7 @@ from rlightning_core.distributed.ray_common import (
     collective_backend,
     mean_metrics,
 )
-from rlightning_core.distributed.ray_common import strip_private as _strip_private
+from rlightning_core.distributed.restarts import RunnerRecreation
 from rlightning_core.distributed.seed_ledger import SeedLedger
 from rlightning_core.distributed.streaming import StreamingMixin
 from rlightning_core.distributed.sync_strategies import WeightSyncMixin
@@ -41,7 +40,7 @@ from rlightning_core.distributed.weight_check import WeightCheckMixin, WeightSyn
 from rlightning_core.engine.execution import build_preprocessors, column_labels
 from rlightning_core.env.runner import EnvStepError, RolloutStats
 from rlightning_core.env.seeding import derive_seed
-from rlightning_core.errors import ConfigError, RestartsUsedUpError
+from rlightning_core.errors import ConfigError
 
 __all__ = ["REPLY_SYNC_MAX_BYTES", "RayExecution", "WeightSyncMismatch", "WorkerFailure", "check_resources",
            "mean_metrics"]
@@ -115,7 +114,7 @@ class RayExecution(InferenceServersMixin, WeightSyncMixin, WeightCheckMixin, Str
                                          preprocess_fn=getattr(env_group, "config_preprocess_fns", None))
                           if self.owns_env_group else env_group)
         # learner actor, with the buffer next to it: its process starts while the env actors start
-        from rlightning_core.distributed.actors import LearnerActor
+        from rlightning_core.distributed.learner import LearnerActor
 
         self.selection = plugins.selection()
         ptype = self.policy_cfg.type.replace(":", "-")
@@ -137,6 +136,7 @@ class RayExecution(InferenceServersMixin, WeightSyncMixin, WeightCheckMixin, Str
                      num_threads=self.policy_cfg.num_threads, rank=r, world_size=self.world_size,
                      offload=cc.offload) for r in range(self.world_size)]
         self.learner: Any = self.learners[0]  # rank 0: weight-sync source, checkpointed state, evaluation
+        self.recreation = RunnerRecreation(self)  # failed env runners, recreated in rounds
         self.seeds = SeedLedger()  # every worker's seed by (group, rank, restart), into RUN_DIR/seeds.jsonl
         for r in range(self.world_size):
             self.seeds.record("learner", group=0, rank=r, restart=0, seed=derive_seed(config.seed, 3, r))
@@ -458,130 +458,8 @@ class RayExecution(InferenceServersMixin, WeightSyncMixin, WeightCheckMixin, Str
         return self.env_group.actors[index]
 
     def _restart_runners(self, failed: Sequence[tuple[int, BaseException]]) -> dict[int, int]:
-        """Recreate every runner in ``failed`` (died, hung, or its env raised) at once, then re-sync them.
-
-        All of them are replaced before the weight-sync group is re-formed, so its rendezvous never waits on a
-        runner that is still hung; a recreated runner must start and reset within its deadline
-        (:mod:`.deadlines`) before it joins, else it is recreated again. Past ``cluster.max_restarts`` the run
-        stops with a :class:`~rlightning_core.errors.RestartsUsedUpError` naming every runner of the round.
-        Returns each runner's restarts.
-        """
-        counts: dict[int, int] = {}
-        while failed:
-            failed = [(i, exc) for i, exc in failed if not self._reattach_only(i, exc)]
-            if not failed:
-                break
-            if self.restarts + len(failed) > self.config.cluster.max_restarts:
-                self._give_up(failed)
-            replaced: list[int] = []
-            for index, exc in failed:
-                self.restarts += 1
-                log.warning("%s failed (%s); recreating it (restart %d of %d, episodes in flight dropped)",
-                            name_runner(self.env_group.slots[index]),
-                            str(exc).splitlines()[0] if str(exc) else type(exc).__name__, self.restarts,
-                            self.config.cluster.max_restarts)
-                replaced.append(index)
-                counts[index] = counts.get(index, 0) + 1
-            if self.inference_server:
-                self._revive_servers()  # the env actor may have failed because its server died
-            self._finish_sync(ignore_errors=True)  # a queued transfer the dead worker was part of failed or hangs
-            resets: dict[int, Any] = {}
-            errors = dict(failed)
-            for index in replaced:
-                self._in_flight.pop(index, None)
-                # an env that raised (or returned NaN) left its actor alive and idle: its envs are closed first
-                actor = self.env_group.restart(index, close_first=isinstance(errors[index], EnvStepError))
-                self._record_runner_seeds(index)
-                self._setup_runner(index, actor)
-                if self.sharded:
-                    self._bind_shards([index])  # an empty shard; its transitions in flight are lost with the worker
-                slot = self.env_group.slots[index]
-                resets[index] = actor.reset.remote(derive_seed(self.config.seed, 1, slot.config_index,
-                                                               slot.worker_index, slot.restarts))
-                if self.preprocessors:
-                    actor.load_preprocessor_states.remote([_strip_private(p.state_dict()) for p in self.preprocessors])
-            failed = self._started_and_reset(resets)
-        if counts:
-            self._resync_replaced(sorted(counts))
-        return counts
-
-    def _reattach_only(self, index: int, exc: BaseException) -> bool:
-        """Refuse an env config error; re-attach a live env actor whose inference server was replaced."""
-        slot = self.env_group.slots[index]
-        if isinstance(exc, EnvStepError) and exc.kind == "config" and not slot.restarts:  # see env.faults
-            from rlightning_core.env.faults import env_config_error
-
-            cause = getattr(exc, "cause", None) or exc  # Ray's wrapper of the actor's error holds it as .cause
-            raise env_config_error(f"env[{slot.config_index}]", f"env {slot.cfg.type!r} worker {slot.worker_index}: "
-                                   f"{cause}") from None
-        if not self.inference_server:
-            return False
-        self._revive_servers()  # the env actor may have failed only because its server died
-        server = self.routes[index][0]
-        if self._runner_server_gen[index] == self.server_restarts[server] or not self._alive(index):
-            return False
-        log.warning("env worker %d lost its inference server; re-attached to the new one (episodes in "
-                    "flight dropped)", index)
-        self._setup_runner(index, self.env_group.actors[index])
-        self.env_group.actors[index].reset.remote(
-            derive_seed(self.config.seed, 1, slot.config_index, slot.worker_index, slot.restarts))
-        if self.preprocessors:
-            self.env_group.actors[index].load_preprocessor_states.remote(
-                [_strip_private(p.state_dict()) for p in self.preprocessors])
-        return True
-
-    def _give_up(self, failed: Sequence[tuple[int, BaseException]]) -> None:
-        """Restarts are used up: kill this round's failed runners (a hung one cannot close) and stop the run."""
-        slots = [self.env_group.slots[i] for i, _ in failed]
-        for index, _ in failed:
-            with contextlib.suppress(Exception):
-                self.ray.kill(self.env_group.actors[index], no_restart=True)
-        causes = []
-        for slot, (_, exc) in zip(slots, failed, strict=True):
-            cause = getattr(exc, "cause", None)
-            causes.append(f"{name_runner(slot)}: {cause if isinstance(cause, EnvStepError) else exc}")
-        who = name_runners(slots, with_type=True)
-        raise RestartsUsedUpError(who, self.config.cluster.max_restarts, "; ".join(causes)) from failed[-1][1]
-
-    def _started_and_reset(self, resets: dict[int, Any]) -> list[tuple[int, BaseException]]:
-        """Wait for the recreated runners to start and reset; those that do not in time are failures again."""
-        cc = self.config.cluster
-        start = time.monotonic()
-        failed: list[tuple[int, BaseException]] = []
-        for index, ref in resets.items():
-            step = env_work_deadline(self.env_group.slots[index].cfg.step_timeout_s, cc.call_timeout_s, 1)
-            deadline = Deadline(cc.actor_start_timeout_s + step.seconds,
-                                f"cluster.actor_start_timeout_s={cc.actor_start_timeout_s:g} + {step.source}")
-            try:
-                self.ray.get(ref, timeout=max(0.0, start + deadline.seconds - time.monotonic()))
-            except self.ray.exceptions.GetTimeoutError:
-                failed.append((index, RunnerTimeout("the recreated runner's start and reset", deadline)))
-            except (self.ray.exceptions.RayActorError, EnvStepError) as exc:
-                failed.append((index, exc))
-        return failed
-
-    def _resync_replaced(self, replaced: list[int]) -> None:
-        """Give the recreated runners the current weights: one re-formed group for every one of them."""
-        actors = [self.env_group.actors[i] for i in replaced]
-        if self.inference_server:
-            return  # the env actors hold no weights: their servers have them
-        if self.strategy in ("broadcast", "double_buffer"):
-            self._drain_staging(ignore_errors=True)  # a transfer a dead worker was part of failed or hangs
-            for m in [self.learner, *[a for j, a in enumerate(self.env_group.actors) if j not in replaced]]:
-                m.leave_collective.remote()
-            self._form_group()
-            if self.strategy == "double_buffer":
-                self._enable_double_buffer(actors)
-                self._stage(self.version, blocking=True)
-            else:
-                self._broadcast(self.version)
-        elif self.strategy == "node_shared":
-            self._setup_shared()
-            self._shared_sync(self.version)
-        else:  # the learner's weights now, which an async learner may have moved past this version's
-            for index, actor in zip(replaced, actors, strict=True):
-                self._exempt[index] = self.version
-                actor.set_weights.remote(self.learner.get_weights.remote(), self.version)
+        """Recreate every runner in ``failed`` at once (:class:`~.restarts.RunnerRecreation`); restarts per runner."""
+        return self.recreation.restart_runners(failed)
 
     def _merge_preprocessors(self, stats: list[Any]) -> None:
         for k, pre in enumerate(self.preprocessors):

@@ -20,7 +20,7 @@ def _learner(cartpole_config, device: str):
     import gymnasium as gym
 
     from rlightning_core.builders import build_policy_group
-    from rlightning_core.distributed.actors import LearnerActor
+    from rlightning_core.distributed.learner import LearnerActor
     from rlightning_core.plugins import get_plugins
 
     config = cartpole_config("cluster.mode=ray", f"policy.device={device}")

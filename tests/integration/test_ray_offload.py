@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.usefixtures("training_plugins")]
 
 def _learner(cartpole_config, device: str):
     from rlightning_core.builders import build_policy_group
-    from rlightning_core.distributed.actors import LearnerActor
+    from rlightning_core.distributed.learner import LearnerActor
     from rlightning_core.plugins import get_plugins
 
     config = cartpole_config("cluster.mode=ray", "cluster.offload=true", f"policy.device={device}")

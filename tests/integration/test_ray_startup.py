@@ -71,7 +71,8 @@ def test_the_learner_s_optimizer_state_round_trips():
         import gymnasium as gym
         import numpy as np
 
-        from rlightning_core.distributed.actors import EnvRunnerActor, LearnerActor
+        from rlightning_core.distributed.actors import EnvRunnerActor
+        from rlightning_core.distributed.learner import LearnerActor
         from rlightning_core.buffer.base import BufferSpec
 
         group = build_policy_group(config.policy.type, config.policy, config.cluster)

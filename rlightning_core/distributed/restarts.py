@@ -1,0 +1,161 @@
+"""Recreating failed env runners of a Ray run: one round at a time, then one weight re-sync for all of them."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from rlightning_core.distributed.deadlines import Deadline, RunnerTimeout, env_work_deadline, name_runner, name_runners
+from rlightning_core.distributed.ray_common import strip_private as _strip_private
+from rlightning_core.env.runner import EnvStepError
+from rlightning_core.env.seeding import derive_seed
+from rlightning_core.errors import RestartsUsedUpError
+
+__all__ = ["RunnerRecreation"]
+
+log = logging.getLogger("rlightning")
+
+
+class RunnerRecreation:
+    """Recreates the env runners of one :class:`~rlightning_core.distributed.execution.RayExecution`.
+
+    It holds no state of its own: the restart count, the env group and the weight-sync objects stay with the
+    execution, which calls :meth:`restart_runners` wherever a runner failed (collect, reset, state, streaming).
+    """
+
+    def __init__(self, execution: Any) -> None:
+        self.ex = execution
+
+    def restart_runners(self, failed: Sequence[tuple[int, BaseException]]) -> dict[int, int]:
+        """Recreate every runner in ``failed`` (died, hung, or its env raised) at once, then re-sync them.
+
+        All of them are replaced before the weight-sync group is re-formed, so its rendezvous never waits on a
+        runner that is still hung; a recreated runner must start and reset within its deadline
+        (:mod:`.deadlines`) before it joins, else it is recreated again. Past ``cluster.max_restarts`` the run
+        stops with a :class:`~rlightning_core.errors.RestartsUsedUpError` naming every runner of the round.
+        Returns each runner's restarts.
+        """
+        ex = self.ex
+        counts: dict[int, int] = {}
+        while failed:
+            failed = [(i, exc) for i, exc in failed if not self.reattach_only(i, exc)]
+            if not failed:
+                break
+            if ex.restarts + len(failed) > ex.config.cluster.max_restarts:
+                self.give_up(failed)
+            replaced: list[int] = []
+            for index, exc in failed:
+                ex.restarts += 1
+                log.warning("%s failed (%s); recreating it (restart %d of %d, episodes in flight dropped)",
+                            name_runner(ex.env_group.slots[index]),
+                            str(exc).splitlines()[0] if str(exc) else type(exc).__name__, ex.restarts,
+                            ex.config.cluster.max_restarts)
+                replaced.append(index)
+                counts[index] = counts.get(index, 0) + 1
+            if ex.inference_server:
+                ex._revive_servers()  # the env actor may have failed because its server died
+            ex._finish_sync(ignore_errors=True)  # a queued transfer the dead worker was part of failed or hangs
+            resets: dict[int, Any] = {}
+            errors = dict(failed)
+            for index in replaced:
+                ex._in_flight.pop(index, None)
+                # an env that raised (or returned NaN) left its actor alive and idle: its envs are closed first
+                actor = ex.env_group.restart(index, close_first=isinstance(errors[index], EnvStepError))
+                ex._record_runner_seeds(index)
+                ex._setup_runner(index, actor)
+                if ex.sharded:
+                    ex._bind_shards([index])  # an empty shard; its transitions in flight are lost with the worker
+                slot = ex.env_group.slots[index]
+                resets[index] = actor.reset.remote(derive_seed(ex.config.seed, 1, slot.config_index,
+                                                               slot.worker_index, slot.restarts))
+                if ex.preprocessors:
+                    actor.load_preprocessor_states.remote([_strip_private(p.state_dict()) for p in ex.preprocessors])
+            failed = self.started_and_reset(resets)
+        if counts:
+            self.resync_replaced(sorted(counts))
+        return counts
+
+    def reattach_only(self, index: int, exc: BaseException) -> bool:
+        """Refuse an env config error; re-attach a live env actor whose inference server was replaced."""
+        ex = self.ex
+        slot = ex.env_group.slots[index]
+        if isinstance(exc, EnvStepError) and exc.kind == "config" and not slot.restarts:  # see env.faults
+            from rlightning_core.env.faults import env_config_error
+
+            cause = getattr(exc, "cause", None) or exc  # Ray's wrapper of the actor's error holds it as .cause
+            raise env_config_error(f"env[{slot.config_index}]", f"env {slot.cfg.type!r} worker {slot.worker_index}: "
+                                   f"{cause}") from None
+        if not ex.inference_server:
+            return False
+        ex._revive_servers()  # the env actor may have failed only because its server died
+        server = ex.routes[index][0]
+        if ex._runner_server_gen[index] == ex.server_restarts[server] or not ex._alive(index):
+            return False
+        log.warning("env worker %d lost its inference server; re-attached to the new one (episodes in "
+                    "flight dropped)", index)
+        ex._setup_runner(index, ex.env_group.actors[index])
+        ex.env_group.actors[index].reset.remote(
+            derive_seed(ex.config.seed, 1, slot.config_index, slot.worker_index, slot.restarts))
+        if ex.preprocessors:
+            ex.env_group.actors[index].load_preprocessor_states.remote(
+                [_strip_private(p.state_dict()) for p in ex.preprocessors])
+        return True
+
+    def give_up(self, failed: Sequence[tuple[int, BaseException]]) -> None:
+        """Restarts are used up: kill this round's failed runners (a hung one cannot close) and stop the run."""
+        ex = self.ex
+        slots = [ex.env_group.slots[i] for i, _ in failed]
+        for index, _ in failed:
+            with contextlib.suppress(Exception):
+                ex.ray.kill(ex.env_group.actors[index], no_restart=True)
+        causes = []
+        for slot, (_, exc) in zip(slots, failed, strict=True):
+            cause = getattr(exc, "cause", None)
+            causes.append(f"{name_runner(slot)}: {cause if isinstance(cause, EnvStepError) else exc}")
+        who = name_runners(slots, with_type=True)
+        raise RestartsUsedUpError(who, ex.config.cluster.max_restarts, "; ".join(causes)) from failed[-1][1]
+
+    def started_and_reset(self, resets: dict[int, Any]) -> list[tuple[int, BaseException]]:
+        """Wait for the recreated runners to start and reset; those that do not in time are failures again."""
+        ex = self.ex
+        cc = ex.config.cluster
+        start = time.monotonic()
+        failed: list[tuple[int, BaseException]] = []
+        for index, ref in resets.items():
+            step = env_work_deadline(ex.env_group.slots[index].cfg.step_timeout_s, cc.call_timeout_s, 1)
+            deadline = Deadline(cc.actor_start_timeout_s + step.seconds,
+                                f"cluster.actor_start_timeout_s={cc.actor_start_timeout_s:g} + {step.source}")
+            try:
+                ex.ray.get(ref, timeout=max(0.0, start + deadline.seconds - time.monotonic()))
+            except ex.ray.exceptions.GetTimeoutError:
+                failed.append((index, RunnerTimeout("the recreated runner's start and reset", deadline)))
+            except (ex.ray.exceptions.RayActorError, EnvStepError) as exc:
+                failed.append((index, exc))
+        return failed
+
+    def resync_replaced(self, replaced: list[int]) -> None:
+        """Give the recreated runners the current weights: one re-formed group for every one of them."""
+        ex = self.ex
+        actors = [ex.env_group.actors[i] for i in replaced]
+        if ex.inference_server:
+            return  # the env actors hold no weights: their servers have them
+        if ex.strategy in ("broadcast", "double_buffer"):
+            ex._drain_staging(ignore_errors=True)  # a transfer a dead worker was part of failed or hangs
+            for m in [ex.learner, *[a for j, a in enumerate(ex.env_group.actors) if j not in replaced]]:
+                m.leave_collective.remote()
+            ex._form_group()
+            if ex.strategy == "double_buffer":
+                ex._enable_double_buffer(actors)
+                ex._stage(ex.version, blocking=True)
+            else:
+                ex._broadcast(ex.version)
+        elif ex.strategy == "node_shared":
+            ex._setup_shared()
+            ex._shared_sync(ex.version)
+        else:  # the learner's weights now, which an async learner may have moved past this version's
+            for index, actor in zip(replaced, actors, strict=True):
+                ex._exempt[index] = ex.version
+                actor.set_weights.remote(ex.learner.get_weights.remote(), ex.version)
