@@ -44,6 +44,10 @@ class StreamingMixin(RayExecutionState):
         """Env-runner actors, one per env worker."""
         return len(self.env_group.actors)
 
+    def steps_per_collect(self, num_steps: int) -> int:
+        """Env steps one :meth:`collect` of ``num_steps`` adds (every runner steps each of its envs)."""
+        return num_steps * self.env_group.total_envs
+
     def collect_chunks(self, num_steps: int) -> list[tuple[Any, RolloutStats]]:
         """Every runner collects a chunk in parallel; returns ``(chunk_ref, stats)`` per runner that did not fail.
 
