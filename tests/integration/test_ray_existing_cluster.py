@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -19,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from marked_processes import kill_all
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -28,33 +28,6 @@ CONFIG = ROOT / "examples" / "cartpole_ppo_ray.yaml"
 #: One iteration (32 steps x 2 workers x 4 envs), one evaluation episode, quiet.
 SHORT = ("engine.total_steps=256", "engine.eval_every=0", "engine.eval_episodes=1", "logging.progress=false",
          "checkpoint.every=0")
-
-
-def _started_with(marker: str) -> list[int]:
-    """Pids of the processes whose environment holds ``marker`` (those this test started, and their children)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if marker.encode() in environ.split(b"\0"):
-            pids.append(int(entry.name))
-    return pids
-
-
-def _kill_all(marker: str, deadline_s: float = 30.0) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in _started_with(marker):
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        end = time.monotonic() + deadline_s
-        while _started_with(marker) and time.monotonic() < end:
-            time.sleep(0.2)
 
 
 @pytest.fixture
@@ -84,7 +57,7 @@ def ray_head():
         yield env, root, address_file.read_text().strip()
         assert head.poll() is None, "the run stopped the cluster it did not start"
     finally:
-        _kill_all(marker)
+        kill_all(marker)
         if head is not None:
             head.wait(timeout=60)
         shutil.rmtree(root, ignore_errors=True)

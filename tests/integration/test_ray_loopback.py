@@ -10,9 +10,7 @@ inherited by every Ray process. Every one of them is killed at the end.
 from __future__ import annotations
 
 import ipaddress
-import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -20,39 +18,13 @@ import time
 from pathlib import Path
 
 import pytest
+from marked_processes import kill_all, started_with
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.usefixtures("training_plugins")]
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 CONFIG = ROOT / "examples" / "cartpole_ppo_ray.yaml"
-
-
-def _started_with(marker: str) -> list[int]:
-    """Pids of the processes whose environment holds ``marker`` (the run and every process it started)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if marker.encode() in environ.split(b"\0"):
-            pids.append(int(entry.name))
-    return pids
-
-
-def _kill_all(marker: str, deadline_s: float = 30.0) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in _started_with(marker):
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        end = time.monotonic() + deadline_s
-        while _started_with(marker) and time.monotonic() < end:
-            time.sleep(0.2)
 
 
 def _listening(pid: int) -> set[str]:
@@ -95,7 +67,7 @@ def test_a_private_cluster_listens_on_loopback_only(tmp_path, plugin_site_factor
         while not held.exists():  # the event: the run holds after its first checkpoint, its cluster all up
             assert run.poll() is None, f"the run ended before its first checkpoint:\n{log.read_text()[-3000:]}"
             time.sleep(0.2)
-        pids = _started_with(marker)
+        pids = started_with(marker)
         names = {pid: psutil.Process(pid).name() for pid in pids}
         listening = {pid: _listening(pid) for pid in pids}
         servers = {names[pid] for pid, ips in listening.items() if ips}
@@ -104,7 +76,7 @@ def test_a_private_cluster_listens_on_loopback_only(tmp_path, plugin_site_factor
                    if not all(_loopback(ip) for ip in ips)}
         assert not exposed, exposed  # ... and nothing listens beyond loopback
     finally:
-        _kill_all(marker)
+        kill_all(marker)
         if run is not None:
             run.wait(timeout=60)
         shutil.rmtree(root, ignore_errors=True)
