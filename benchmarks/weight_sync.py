@@ -50,6 +50,12 @@ class Member(CollectiveMember):
     def _sync_modules(self):
         return {"net": self.module}
 
+    def modules(self):  # the policy interface the post-sync fingerprint reads
+        return self._sync_modules()
+
+    def _weights_holder(self):
+        return self
+
     def get_numpy(self):
         return {k: v.detach().numpy() for k, v in self.module.state_dict().items()}
 
