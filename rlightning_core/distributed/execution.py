@@ -32,7 +32,7 @@ from rlightning_core.distributed.ray_common import (
     collective_backend,
     mean_metrics,
 )
-from rlightning_core.distributed.restarts import RunnerRecreation
+from rlightning_core.distributed.restarts import RunnerRecreation, wait_each
 from rlightning_core.distributed.seed_ledger import SeedLedger
 from rlightning_core.distributed.streaming import StreamingMixin
 from rlightning_core.distributed.sync_strategies import WeightSyncMixin
@@ -360,19 +360,10 @@ class RayExecution(InferenceServersMixin, WeightSyncMixin, WeightCheckMixin, Str
     def reset(self, seed: int) -> None:
         """Reset every env runner with its derived seed."""
         slots = self.env_group.slots
-        refs = [a.reset.remote(derive_seed(seed, 1, s.config_index, s.worker_index))
-                for a, s in zip(self.env_group.actors, slots, strict=True)]
-        start = time.monotonic()
-        failed: list[tuple[int, BaseException]] = []
-        for i, ref in enumerate(refs):  # a worker whose reset fails or hangs is recreated (it resets itself)
-            deadline = self._env_deadline(i, 1)
-            try:
-                self.ray.get(ref, timeout=max(0.0, start + deadline.seconds - time.monotonic()))
-            except self.ray.exceptions.GetTimeoutError:
-                failed.append((i, RunnerTimeout("its reset", deadline)))
-            except (self.ray.exceptions.RayActorError, EnvStepError) as exc:
-                failed.append((i, exc))
-        self._restart_runners(failed)
+        refs = {i: a.reset.remote(derive_seed(seed, 1, s.config_index, s.worker_index))
+                for i, (a, s) in enumerate(zip(self.env_group.actors, slots, strict=True))}
+        # a worker whose reset fails or hangs is recreated (it resets itself)
+        self._restart_runners(wait_each(self.ray, refs, {i: self._env_deadline(i, 1) for i in refs}, "its reset"))
 
     def _env_deadline(self, index: int, steps: int) -> Deadline:
         """How long ``steps`` env steps of worker ``index`` may take before it counts as hung and is recreated.

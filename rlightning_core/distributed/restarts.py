@@ -14,9 +14,25 @@ from rlightning_core.env.runner import EnvStepError
 from rlightning_core.env.seeding import derive_seed
 from rlightning_core.errors import RestartsUsedUpError
 
-__all__ = ["RunnerRecreation"]
+__all__ = ["RunnerRecreation", "wait_each"]
 
 log = logging.getLogger("rlightning")
+
+
+def wait_each(ray: Any, refs: dict[int, Any], deadlines: dict[int, Deadline],
+              what: str) -> list[tuple[int, BaseException]]:
+    """Wait for each runner's call, all deadlines counted from now; returns the runners that failed or hung."""
+    start = time.monotonic()
+    failed: list[tuple[int, BaseException]] = []
+    for index, ref in refs.items():
+        deadline = deadlines[index]
+        try:
+            ray.get(ref, timeout=max(0.0, start + deadline.seconds - time.monotonic()))
+        except ray.exceptions.GetTimeoutError:
+            failed.append((index, RunnerTimeout(what, deadline)))
+        except (ray.exceptions.RayActorError, EnvStepError) as exc:
+            failed.append((index, exc))
+    return failed
 
 
 class RunnerRecreation:
@@ -122,19 +138,12 @@ class RunnerRecreation:
         """Wait for the recreated runners to start and reset; those that do not in time are failures again."""
         ex = self.ex
         cc = ex.config.cluster
-        start = time.monotonic()
-        failed: list[tuple[int, BaseException]] = []
-        for index, ref in resets.items():
+        deadlines = {}
+        for index in resets:
             step = env_work_deadline(ex.env_group.slots[index].cfg.step_timeout_s, cc.call_timeout_s, 1)
-            deadline = Deadline(cc.actor_start_timeout_s + step.seconds,
-                                f"cluster.actor_start_timeout_s={cc.actor_start_timeout_s:g} + {step.source}")
-            try:
-                ex.ray.get(ref, timeout=max(0.0, start + deadline.seconds - time.monotonic()))
-            except ex.ray.exceptions.GetTimeoutError:
-                failed.append((index, RunnerTimeout("the recreated runner's start and reset", deadline)))
-            except (ex.ray.exceptions.RayActorError, EnvStepError) as exc:
-                failed.append((index, exc))
-        return failed
+            deadlines[index] = Deadline(cc.actor_start_timeout_s + step.seconds,
+                                        f"cluster.actor_start_timeout_s={cc.actor_start_timeout_s:g} + {step.source}")
+        return wait_each(ex.ray, resets, deadlines, "the recreated runner's start and reset")
 
     def resync_replaced(self, replaced: list[int]) -> None:
         """Give the recreated runners the current weights: one re-formed group for every one of them."""
