@@ -57,8 +57,22 @@ class MultiNode:
         return node
 
     def remove(self, node: Any) -> None:
-        """Kill every process of ``node`` (its raylet, object store, workers), as a node that dies."""
+        """Kill ``node``'s raylet and object store, as a node that dies, and wait until Ray declares it dead.
+
+        Its worker processes exit only when they notice their raylet is gone, and until Ray declares the node
+        dead they may still answer calls; waiting for that event is what makes the loss visible to a run.
+        Called from a run's hook, so the driver is connected.
+        """
+        import time
+
+        import ray
+
         self.cluster.remove_node(node, allow_graceful=False)
+        deadline = time.monotonic() + 120  # a guard against a hang, not a timing assumption
+        while any(n["NodeID"] == node.node_id and n["Alive"] for n in ray.nodes()):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"Ray did not declare node {node.node_id} dead within 120 s")
+            time.sleep(0.1)
 
     def node_with_id(self, node_id: str) -> Any:
         """The worker node whose Ray node id is ``node_id``."""

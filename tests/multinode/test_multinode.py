@@ -75,6 +75,23 @@ def test_env_runners_spread_over_nodes_train_cartpole_with_weights_equal_everywh
     assert [r["fault/worker_restarts"] for r in _rows(tmp_path / "run") if "fault/worker_restarts" in r][-1] == 0
 
 
+def _wait_until_dead(actors):
+    """Return once a call to each of ``actors`` fails: its process may outlive its node's raylet for a while."""
+    import time
+
+    import ray
+
+    deadline = time.monotonic() + 120  # a guard against a hang, not a timing assumption
+    for actor in actors:
+        while True:
+            try:
+                ray.get(actor.node_id.remote(), timeout=30)
+            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+                break
+            assert time.monotonic() < deadline, "an env runner on the removed node still answers after 120 s"
+            time.sleep(0.1)
+
+
 KILL_AT = 2  # the iteration after whose metrics a node is removed
 STEPS = 6 * 32 * 3 * 4  # 6 iterations of 32 steps x 3 env workers x 4 envs
 
@@ -94,6 +111,7 @@ def test_a_removed_node_s_env_runners_are_recreated_on_the_surviving_nodes(joine
         victim = next(n for n in runners if n != learner)
         seen["victim"], seen["lost"] = victim, [i for i, n in enumerate(runners) if n == victim]
         joined.remove(joined.node_with_id(victim))
+        _wait_until_dead([engine.execution.env_group.actors[i] for i in seen["lost"]])
 
     def on_run_end(run_dir, status, error):
         seen["after"] = _nodes(engine.execution)
