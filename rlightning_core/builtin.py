@@ -11,7 +11,7 @@ from typing import Any
 from rlightning_core.hookspecs import hookimpl
 from rlightning_core.types import RegisterFn
 
-RLIGHTNING_PLUGIN_API = ">=1,<2"
+RLIGHTNING_PLUGIN_API = ">=2,<3"
 
 
 def _lazy(module: str, attr: str, doc: str) -> Any:

@@ -4,7 +4,7 @@ Implementations are plain functions decorated with :data:`rlightning_core.hookim
 subset of a hook's arguments (pluggy matches them by name), so specs only ever gain arguments and old plugins
 keep working. A plugin module declares the plugin-API range it was written for::
 
-    RLIGHTNING_PLUGIN_API = ">=1,<2"
+    RLIGHTNING_PLUGIN_API = ">=2,<3"
 
 and is exposed through an entry point in the ``rlightning`` group of its distribution::
 

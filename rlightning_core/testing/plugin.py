@@ -24,7 +24,7 @@ from rlightning_core.testing.doubles import (
 )
 from rlightning_core.types import RegisterFn
 
-RLIGHTNING_PLUGIN_API = ">=1,<2"
+RLIGHTNING_PLUGIN_API = ">=2,<3"
 DISTRIBUTION = "rlightning-testing"
 
 

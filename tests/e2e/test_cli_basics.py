@@ -22,7 +22,7 @@ import click
 
 from rlightning_core import hookimpl
 
-RLIGHTNING_PLUGIN_API = ">=1,<2"
+RLIGHTNING_PLUGIN_API = ">=2,<3"
 
 
 @hookimpl
@@ -61,7 +61,7 @@ import torch
 
 from rlightning_core import hookimpl
 
-RLIGHTNING_PLUGIN_API = ">=1,<2"
+RLIGHTNING_PLUGIN_API = ">=2,<3"
 
 
 @hookimpl
@@ -72,7 +72,7 @@ def register_envs(register):
 LIGHT_PLUGIN = '''
 from rlightning_core import hookimpl
 
-RLIGHTNING_PLUGIN_API = ">=1,<2"
+RLIGHTNING_PLUGIN_API = ">=2,<3"
 
 
 @hookimpl
@@ -159,7 +159,7 @@ def test_version_lists_plugins(cli):
     result = cli("--version", RLIGHTNING_DISABLE_PLUGINS="rlightning-test-twin")
     assert_clean(result)
     lines = result.stdout.splitlines()
-    assert lines[0].startswith(f"rlightning {__version__} (plugin API 1.0, Python ")
+    assert lines[0].startswith(f"rlightning {__version__} (plugin API 2.0, Python ")
     assert "  builtin: rlightning " + __version__ in lines
     assert "  rlightning-test-dummy: rlightning-test-dummy 1.0" in lines
     assert "  commands: rlt-cli-commands 0.2" in lines
@@ -210,7 +210,7 @@ def test_list_plugins_json_schema(cli):
     dummy = rows["rlightning-test-dummy"]
     assert dummy == {
         "name": "rlightning-test-dummy", "distribution": "rlightning-test-dummy", "version": "1.0",
-        "entry_point": "rlightning_test_dummy", "status": "loaded", "error": None, "warnings": [], "api": ">=1,<2",
+        "entry_point": "rlightning_test_dummy", "status": "loaded", "error": None, "warnings": [], "api": ">=2,<3",
         "hooks": ["register_envs", "register_policies", "register_buffers", "register_preprocessors",
                   "register_engines", "register_loggers"],
         "provides": {"env": ["dummy-env", "shared-env"], "policy": ["dummy-policy"],

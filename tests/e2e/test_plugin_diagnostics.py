@@ -15,7 +15,7 @@ from rlightning_core.testing.doubles import (
     SpaceEnv, SpaceEnvParams, TinyPolicy, TinyPolicyParams, default_spaces, make_space_env, make_tiny_policy,
 )
 
-RLIGHTNING_PLUGIN_API = ">=1,<2"
+RLIGHTNING_PLUGIN_API = ">=2,<3"
 
 
 class StepBomb(SpaceEnv):
@@ -61,7 +61,7 @@ from attrs import define
 
 from rlightning_core import hookimpl
 
-RLIGHTNING_PLUGIN_API = ">=1,<2"
+RLIGHTNING_PLUGIN_API = ">=2,<3"
 
 
 @define(frozen=True)
@@ -82,7 +82,7 @@ def register_envs(register):
 TSV_PLUGIN = '''
 from rlightning_core import hookimpl
 
-RLIGHTNING_PLUGIN_API = ">=1,<2"
+RLIGHTNING_PLUGIN_API = ">=2,<3"
 
 
 class TsvLogger:
@@ -102,7 +102,7 @@ def register_loggers(register):
 '''
 
 # Item 3: plugins that load but are wrong in ways that were silent.
-EMPTY_PLUGIN = 'RLIGHTNING_PLUGIN_API = ">=1,<2"\n'
+EMPTY_PLUGIN = 'RLIGHTNING_PLUGIN_API = ">=2,<3"\n'
 NOAPI_PLUGIN = '''
 from rlightning_core import hookimpl
 
@@ -116,7 +116,7 @@ import torch
 
 from rlightning_core import hookimpl
 
-RLIGHTNING_PLUGIN_API = ">=1,<2"
+RLIGHTNING_PLUGIN_API = ">=2,<3"
 
 
 @hookimpl
@@ -167,7 +167,7 @@ EXPECTED_WARNINGS = {
     "rlt-empty": "implements no hooks, so it provides nothing (decorate its hook functions with "
                  "@rlightning_core.hookimpl)",
     "rlt-noapi": "declares no RLIGHTNING_PLUGIN_API, so rlightning cannot tell which plugin API it was written for "
-                 '(add RLIGHTNING_PLUGIN_API = ">=1,<2" to module rlt_noapi)',
+                 '(add RLIGHTNING_PLUGIN_API = ">=2,<3" to module rlt_noapi)',
     "rlt-torchy": "imports torch while loading, which every rlightning command then pays for (import heavy "
                   "libraries inside the factories)",
 }

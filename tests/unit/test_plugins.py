@@ -9,12 +9,13 @@ import types
 
 import pytest
 
+import rlightning_core
 from rlightning_core import hookimpl
 from rlightning_core.errors import DuplicateComponentError, PluginLoadError, UnknownComponentError
 from rlightning_core.plugins import PluginInfo, get_plugins, load_plugins, reset_plugins
 
 
-def env_plugin(*names: str, api: str | None = ">=1,<2", header: str = "") -> str:
+def env_plugin(*names: str, api: str | None = ">=2,<3", header: str = "") -> str:
     """Source of a plugin module registering one env per name (factories return the name)."""
     api_line = f"RLIGHTNING_PLUGIN_API = {api!r}" if api is not None else ""
     lines = "\n".join(
@@ -60,7 +61,7 @@ def test_discovers_an_installed_distribution(make_plugin_dist):
     assert alpha.entry_point == "rlt_alpha"
     assert alpha.status == "loaded"
     assert alpha.error is None
-    assert alpha.api == ">=1,<2"
+    assert alpha.api == ">=2,<3"
     assert alpha.hooks == ["register_envs"]
     assert alpha.provides == {"env": ["alpha-env"]}
 
@@ -115,7 +116,7 @@ def test_plugin_without_api_declaration_loads_with_a_warning(make_plugin_dist):
     assert noapi.status == "warning" and noapi.loaded
     assert noapi.api is None
     assert noapi.warnings == ["declares no RLIGHTNING_PLUGIN_API, so rlightning cannot tell which plugin API it "
-                              'was written for (add RLIGHTNING_PLUGIN_API = ">=1,<2" to module rlt_noapi)']
+                              'was written for (add RLIGHTNING_PLUGIN_API = ">=2,<3" to module rlt_noapi)']
     assert ps.registry.resolve("env", "noapi-env").distribution == "rlt-noapi"  # its components still load
     assert "rlt-noapi" in ps.selection()
 
@@ -280,8 +281,20 @@ def test_hook_argument_not_in_the_spec_is_an_error(make_plugin_dist):
 # ---------------------------------------------------------------------------------------- plugin API range
 
 
+def test_a_plugin_written_for_plugin_api_1_is_refused_with_what_to_do(make_plugin_dist):
+    # API 2 renamed PolicyRole's members and took engine.runners / engine.buffer away (the execution contract):
+    # a plugin written for API 1 would fail mid-run, so it is refused at load time instead
+    make_plugin_dist("rlt-old", "0.3", "rlt_old", env_plugin("old-env", api=">=1,<2"))
+    ps = load_plugins(allow=["rlt-old"])
+    old = info(ps, "rlt-old")
+    assert old.status == "incompatible"
+    assert old.error == ("written for plugin API >=1,<2, this core provides 2.0 "
+                         f"(rlightning {rlightning_core.__version__}); upgrade the plugin or rlightning")
+    assert "old-env" not in ps.registry.names("env")
+
+
 def test_incompatible_plugin_api_is_listed_and_not_loaded(make_plugin_dist):
-    source = env_plugin("future-env", api=">=2,<3") + """
+    source = env_plugin("future-env", api=">=3,<4") + """
 @hookimpl
 def on_metrics(step, metrics):
     raise AssertionError("an incompatible plugin must not be called")
@@ -290,9 +303,9 @@ def on_metrics(step, metrics):
     ps = load_plugins(allow=["rlt-future"])
     future = info(ps, "rlt-future")
     assert future.status == "incompatible"
-    assert future.api == ">=2,<3"
-    assert ">=2,<3" in future.error
-    assert "1.0" in future.error  # the API this core provides
+    assert future.api == ">=3,<4"
+    assert ">=3,<4" in future.error
+    assert "2.0" in future.error  # the API this core provides
     assert future.provides == {}
     assert future.hooks == []
     assert ps.pm.get_plugin("rlt-future") is None
@@ -444,7 +457,7 @@ def test_strict_mode_turns_load_errors_into_a_failure(three_plugins, monkeypatch
 
 
 def test_strict_mode_counts_incompatible_plugins(make_plugin_dist):
-    make_plugin_dist("rlt-future", "9.0", "rlt_future2", env_plugin("future-env", api=">=2"))
+    make_plugin_dist("rlt-future", "9.0", "rlt_future2", env_plugin("future-env", api=">=3"))
     with pytest.raises(PluginLoadError, match=r"rlt-future 9\.0"):
         load_plugins(allow=["rlt-future"], strict=True)
 
@@ -477,7 +490,7 @@ from attrs import define
 
 from rlightning_core import hookimpl
 
-RLIGHTNING_PLUGIN_API = ">=1,<2"
+RLIGHTNING_PLUGIN_API = ">=2,<3"
 
 
 @define(frozen=True)
@@ -497,7 +510,7 @@ def register_envs(register):
 LOGGER_WITHOUT_CONFIG = '''
 from rlightning_core import hookimpl
 
-RLIGHTNING_PLUGIN_API = ">=1,<2"
+RLIGHTNING_PLUGIN_API = ">=2,<3"
 
 
 class TsvLogger:
@@ -560,9 +573,9 @@ def test_an_env_factory_without_render_mode_loads_with_a_warning(make_plugin_dis
 
 
 def test_a_plugin_with_no_hooks_loads_with_a_warning(make_plugin_dist):
-    make_plugin_dist("rlt-empty", "1.0", "rlt_empty", 'RLIGHTNING_PLUGIN_API = ">=1,<2"\n')
+    make_plugin_dist("rlt-empty", "1.0", "rlt_empty", 'RLIGHTNING_PLUGIN_API = ">=2,<3"\n')
     make_plugin_dist("rlt-undecorated", "1.0", "rlt_undecorated",
-                     'RLIGHTNING_PLUGIN_API = ">=1,<2"\n\ndef register_envs(register):\n    pass\n')
+                     'RLIGHTNING_PLUGIN_API = ">=2,<3"\n\ndef register_envs(register):\n    pass\n')
     ps = load_plugins(allow=["rlt-empty", "rlt-undecorated"])
     empty, undecorated = info(ps, "rlt-empty"), info(ps, "rlt-undecorated")
     assert (empty.status, empty.hooks, empty.provides) == ("warning", [], {})

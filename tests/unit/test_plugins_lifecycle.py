@@ -12,7 +12,7 @@ from rlightning_core.plugins import load_plugins
 RECORDER = """
 from rlightning_core import hookimpl
 
-RLIGHTNING_PLUGIN_API = ">=1,<2"
+RLIGHTNING_PLUGIN_API = ">=2,<3"
 calls = []
 
 @hookimpl

@@ -8,7 +8,7 @@ from rlightning_core import hookimpl
 from rlightning_core.types import RegisterFn
 from rlightning_gymnasium.params import GymnasiumParams
 
-RLIGHTNING_PLUGIN_API = ">=1,<2"
+RLIGHTNING_PLUGIN_API = ">=2,<3"
 
 
 def make_gymnasium_worker(

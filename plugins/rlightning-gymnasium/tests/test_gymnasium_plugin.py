@@ -24,7 +24,7 @@ def test_entry_point_loads_and_registers_the_env() -> None:
     (info,) = [p for p in plugins.plugins if p.name == "gymnasium"]
     assert info.status == "loaded", info.error
     assert info.distribution == "rlightning-gymnasium"
-    assert info.api == ">=1,<2"
+    assert info.api == ">=2,<3"
     assert info.hooks == ["register_envs"]
     assert info.provides == {"env": ["gymnasium"]}
     spec = plugins.registry.resolve("env", "gymnasium")

@@ -8,7 +8,7 @@ from rlightning_core import hookimpl
 from rlightning_core.types import RegisterFn
 from rlightning_rsl_rl.params import RslRlPPOParams
 
-RLIGHTNING_PLUGIN_API = ">=1,<2"
+RLIGHTNING_PLUGIN_API = ">=2,<3"
 
 
 def make_rsl_rl_ppo(params: RslRlPPOParams, **kwargs: Any) -> Any:

@@ -7,7 +7,7 @@ from typing import Any
 from rlightning_core import hookimpl
 from rlightning_sac.params import SACParams
 
-RLIGHTNING_PLUGIN_API = ">=1,<2"
+RLIGHTNING_PLUGIN_API = ">=2,<3"
 
 
 def make_sac(params: SACParams, **kwargs: Any) -> Any:

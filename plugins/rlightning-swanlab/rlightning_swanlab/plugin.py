@@ -13,7 +13,7 @@ from rlightning_core import hookimpl
 from rlightning_core.types import RegisterFn
 from rlightning_swanlab.params import SwanlabParams
 
-RLIGHTNING_PLUGIN_API = ">=1,<2"
+RLIGHTNING_PLUGIN_API = ">=2,<3"
 
 
 def make_swanlab_logger(params: SwanlabParams, *, run_dir: str | Path) -> Any:

@@ -13,7 +13,7 @@ from rlightning_core import hookimpl
 from rlightning_core.types import RegisterFn
 from rlightning_tensorboard.params import TensorBoardParams
 
-RLIGHTNING_PLUGIN_API = ">=1,<2"
+RLIGHTNING_PLUGIN_API = ">=2,<3"
 
 
 def make_tensorboard_logger(params: TensorBoardParams, *, run_dir: str | Path) -> Any:

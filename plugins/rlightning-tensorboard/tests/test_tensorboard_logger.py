@@ -40,7 +40,7 @@ def test_plugin_is_listed_as_loaded() -> None:
     info = next(p for p in plugins.plugins if p.name == "tensorboard")
     assert info.status == "loaded", info.error
     assert info.distribution == "rlightning-tensorboard"
-    assert info.api == ">=1,<2"
+    assert info.api == ">=2,<3"
     assert info.hooks == ["register_loggers"]
     assert info.provides == {"logger": ["tensorboard"]}
 
