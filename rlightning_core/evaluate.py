@@ -60,9 +60,9 @@ def evaluate_checkpoint(path: str | Path, *, episodes: int = 10, seed: int | Non
         file, state, manifest = loaded.path, loaded.state, loaded.manifest
     if "config_yaml" not in manifest:
         raise UserError(f"{file}: the checkpoint carries no config (written by an older rlightning?)")
-    from rlightning_core.config.removed import without_removed_keys
+    from rlightning_core.config.removed import upgrade_saved_config
 
-    config = load_config_dict(without_removed_keys(yaml.safe_load(manifest["config_yaml"])),
+    config = load_config_dict(upgrade_saved_config(yaml.safe_load(manifest["config_yaml"])),
                               source=f"{file} (saved config)")
     state["preprocessors"] = to_numpy_tree(state["preprocessors"])
     from rlightning_core.preprocess.functions import as_preprocessor

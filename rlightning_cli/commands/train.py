@@ -61,7 +61,9 @@ def train(arguments: tuple[str, ...], run_dir: str | None, resume: str | None, d
         if resume is None:
             raise click.UsageError("Missing argument 'CONFIG' (it may be left out only with --resume RUN_DIR).")
         config_file = _saved_config(Path(resume))
-    config = load_config(config_file, overrides)
+        config = _load_saved_config(config_file, overrides)
+    else:
+        config = load_config(config_file, overrides)
     if dry_run:
         click.echo("\n".join(describe_plan(config, config_file, run_dir)))
         return 0
@@ -112,6 +114,14 @@ def _split_arguments(arguments: tuple[str, ...]) -> tuple[str | None, list[str]]
     if "=" in first and not Path(first).is_file():
         return None, [first, *rest]
     return first, rest
+
+
+def _load_saved_config(path: str, overrides: list[str]) -> Any:
+    """The config a run saved, written by this or an older version (renamed / removed keys upgraded)."""
+    from rlightning_core.config.loading import load_config_dict, read_config_file
+    from rlightning_core.config.removed import upgrade_saved_config
+
+    return load_config_dict(upgrade_saved_config(read_config_file(path)), overrides, source=path)
 
 
 def _saved_config(resume: Any) -> str:

@@ -3,7 +3,8 @@
 A removed key is not merely unknown: the strict converter reports it as removed, names its dotted path and
 says what to do instead (usually: delete the line), so a config written for an older version fails with a
 message that explains itself. Configs a run saved itself (a checkpoint's manifest) carry every key with its
-value at the time; :func:`without_removed_keys` drops the removed ones from such a document before it is read.
+value at the time; :func:`without_removed_keys` drops the removed ones from such a document before it is read,
+and :func:`upgrade_saved_config` also moves renamed keys to their new names.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from typing import Any
 
 import attrs
 
-__all__ = ["REMOVED_KEYS", "RemovedKey", "RemovedKeyError", "removed_keys_of", "without_removed_keys"]
+__all__ = ["REMOVED_KEYS", "RemovedKey", "RemovedKeyError", "removed_keys_of", "upgrade_saved_config",
+           "without_removed_keys"]
 
 
 @attrs.frozen
@@ -70,4 +72,28 @@ def without_removed_keys(data: Any) -> Any:
         section = out.get(r.section)
         if isinstance(section, dict) and r.key in section:
             out[r.section] = {k: v for k, v in section.items() if k != r.key}
+    return out
+
+
+def upgrade_saved_config(data: Any) -> Any:
+    """A config a run saved (``RUN_DIR/config.yaml``, a checkpoint's manifest), readable by this version.
+
+    Removed keys are dropped (:func:`without_removed_keys`) and renamed ones moved to their new name
+    (:data:`~rlightning_core.config.structuring.RENAMED_KEYS`): the run wrote every key itself, defaults
+    included, so an old name there is not the user's mistake. A config file a user wrote is not upgraded: it
+    is refused with the new name, so that it gets fixed.
+    """
+    from rlightning_core.config.structuring import RENAMED_KEYS
+
+    out = without_removed_keys(data)
+    if not isinstance(out, dict):
+        return out
+    for old, new in RENAMED_KEYS.items():
+        section, key = old.split(".", 1)
+        new_key = new.split(".", 1)[1]
+        part = out.get(section)
+        if isinstance(part, dict) and key in part:
+            part = {k: v for k, v in part.items() if k != key}
+            part.setdefault(new_key, out[section][key])
+            out[section] = part
     return out

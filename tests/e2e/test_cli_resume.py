@@ -48,6 +48,28 @@ def test_resume_without_config_takes_the_saved_one_and_applies_overrides(stopped
     assert f"Plan for {run / 'config.yaml'}" in again.stdout and "for 1536 env steps" in again.stdout
 
 
+def test_a_run_saved_by_an_older_version_resumes_without_its_config(stopped_run, rlightning_cli, tmp_path):
+    import shutil
+
+    import yaml
+
+    run = tmp_path / "run"
+    shutil.copytree(stopped_run, run)
+    # what the run dir of a version before the renames / removals holds: old names, removed keys
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    saved["cluster"]["train_workers"] = saved["cluster"].pop("num_learners")
+    saved["cluster"]["early_rollout"] = False
+    (run / "config.yaml").write_text(yaml.safe_dump(saved))
+    result = rlightning_cli(["train", "--resume", str(run), "engine.total_steps=768"], timeout=300)
+    assert result.returncode == 0, result
+    assert steps_logged(run)[-1] == 768
+    # a config file a user wrote with the old name is refused with the new one, so that it gets fixed
+    (tmp_path / "mine.yaml").write_text(yaml.safe_dump(saved))
+    refused = rlightning_cli(["train", str(tmp_path / "mine.yaml"), "--resume", str(run), "--dry-run"])
+    assert refused.returncode == 2, refused
+    assert "cluster.train_workers: was renamed to cluster.num_learners" in refused.stderr
+
+
 def test_resume_with_a_config_file_still_works(stopped_run, rlightning_cli):
     result = rlightning_cli(["train", CARTPOLE, *SMALL, "engine.total_steps=1024", "--resume", str(stopped_run),
                              "--dry-run"])

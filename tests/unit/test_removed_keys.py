@@ -57,3 +57,17 @@ def test_a_checkpoint_written_before_a_key_was_removed_still_fits_its_config():
     (problem,) = check_manifest({"config_hash": fields_hash(changed), "training_config": changed},
                                 expected=expected)
     assert "policy.params.lr: 0.5 in the checkpoint" in problem
+
+
+def test_a_saved_config_gets_renamed_keys_under_their_new_names():
+    from rlightning_core.config.removed import upgrade_saved_config
+    from rlightning_core.config.structuring import RENAMED_KEYS
+
+    saved = {"cluster": {"mode": "ray", "train_workers": 2, "eval_workers": 1, "early_rollout": True},
+             "seed": 3}
+    assert upgrade_saved_config(saved) == {"cluster": {"mode": "ray", "num_learners": 2, "num_inference_servers": 1},
+                                           "seed": 3}
+    assert saved["cluster"]["train_workers"] == 2  # the input is left alone
+    for old, new in RENAMED_KEYS.items():  # every rename is upgraded, and lands in ClusterConfig
+        section, key = old.split(".")
+        assert new.split(".")[1] in upgrade_saved_config({section: {key: 1}})[section]
