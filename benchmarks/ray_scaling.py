@@ -1,18 +1,25 @@
-"""Ray mode: scaling with env workers on a slow env, overhead against local mode, startup time.
+"""Ray mode: scaling with env runners on a slow env, overhead against local mode, start-up time, memory.
 
-1. Scaling: a CartPole that sleeps 5 ms per step; collection SPS (env steps per second of the collect phase)
-   with K = 1, 2, 4, 8 env-runner actors of 1 env each. Target: >= 0.95 * K of the 1-worker SPS at K = 8.
+1. Scaling: a CartPole that sleeps 5 ms per step; collection SPS (``perf/collect_sps``: env steps of an
+   iteration over the wall time of its collect phase, learn and sync excluded; median after the first
+   iteration) with K = 1, 2, 4, 8 env-runner actors of 1 env each, against K = 1 of the same run.
+   Target at K = 8: >= 0.95 * K on one node; ``multinode``: the same runs on a simulated cluster
+   (``ray.cluster_utils.Cluster``: a 0-CPU head and 4 worker nodes, joined through ``cluster.address``,
+   ``cluster.placement: disaggregate``), >= 0.9 * K. Beside each K: the CPU share this run's processes got
+   and how busy the whole machine was.
 2. Overhead: CartPole PPO SPS (whole training loop) in ray mode with 2 env-runner actors of 4 envs vs local
-   mode with the same 8 envs. Target: >= 0.8. Beside it (report only): the inference-server topology, the
-   same 2 env actors asking 1 batching rollout actor every step.
-3. Startup: wall time from building the run to the first collected chunk in ray mode, against `ray.init`
-   alone, each in a fresh interpreter (alternating, medians). Target: <= ray.init + 2 s.
-4. Memory: PSS of the driver and every Ray process of a ray-mode CartPole run with 2 env workers, at the first
-   chunk and after two training iterations.
-   Target: <= 1.0 GiB in all.
+   mode with the same 8 envs, alternating rounds. Target: >= 0.8. Beside it (report only): the learner in the
+   driver, and the inference-server topology.
+3. Start-up: ``rlightning train ... cluster.mode=ray`` from its launch to the first env step (a CartPole that
+   stamps it), against ``import ray; ray.init`` in a fresh process from its launch, alternating, medians, with
+   the CPU seconds of each process tree. Target: <= ray.init + 2 s.
+4. Memory: PSS of the last CLI run's process tree (driver, its Ray daemons and workers) at its first env step
+   and after two iterations. Target: <= 1.0 GiB.
 
-    python benchmarks/ray_scaling.py [--workers 1 2 4 8] [--steps 2048] [--parts scaling overhead startup]
-                                     [--startup-repeats 3]
+    python benchmarks/ray_scaling.py [--workers 1 2 4 8] [--steps 2048]
+                                     [--parts scaling multinode overhead startup] [--startup-repeats 3]
+
+Every cluster it starts is private (``address="local"``, or its own ``RAY_TMPDIR`` for the simulated one).
 """
 
 from __future__ import annotations
@@ -66,13 +73,18 @@ def scaling(workers: list[int], steps_per_worker: int, tmp: Path, *overrides: st
                        "env.num_envs=1", "engine.params.rollout_steps=64", "policy.params.epochs=1",
                        "policy.params.minibatch_size=64", f"engine.total_steps={steps_per_worker * k}",
                        "env.num_cpus=0.5", *overrides)
+        cpu0, (busy0, all0), t0 = tree_cpu_s(os.getpid()), machine_cpu_s(), time.perf_counter()
         engine = build(cfg)
         run_dir = tmp / f"scale-{abs(hash(overrides))}-{k}"
-        engine.run(run_dir)
+        result = engine.run(run_dir)
         engine.env_group.close()
+        wall, cpu, (busy1, all1) = time.perf_counter() - t0, tree_cpu_s(os.getpid()) - cpu0, machine_cpu_s()
         out[k] = collect_sps(run_dir)
         base = out[workers[0]] / workers[0]
-        print(f"  K={k}: {out[k]:8.0f} steps/s   x{out[k] / base:4.2f} of K=1 (ideal x{k})", flush=True)
+        cores = (all1 - all0) / wall
+        print(f"  K={k}: {out[k]:8.0f} steps/s   x{out[k] / base:4.2f} of K=1 (ideal x{k})   this run's processes: "
+              f"{cpu / wall:.2f} cores, {1000 * cpu / result.env_steps:.2f} ms CPU per env step; the machine: "
+              f"{(busy1 - busy0) / wall:.2f} of {cores:.0f} cores busy", flush=True)
     k = workers[-1]
     if k > 1 and workers[0] == 1:
         ratio = out[k] / out[1] / k
@@ -179,16 +191,21 @@ def startup(tmp: Path, repeats: int = 1) -> None:
     byte_compile_sources()
     cli = str(Path(sys.executable).parent / "rlightning")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([BENCH, str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    inits, firsts = [], []
+    import resource
+
+    inits, firsts, init_cpus, first_cpus = [], [], [], []
     pss_first: dict[str, float] = {}
+    cpu_at_first: dict[str, float] = {}
     pss_steady: dict[str, float] = {}
     for i in range(repeats):
-        t0 = time.time()
+        t0, ru0 = time.time(), resource.getrusage(resource.RUSAGE_CHILDREN)
         out = subprocess.run([sys.executable, __file__, "--child", "init"], capture_output=True, text=True,
                              timeout=600, cwd=ROOT, env=env)
         if out.returncode:
             raise RuntimeError(f"ray.init child failed:\n{out.stderr[-3000:]}")
         inits.append(json.loads(out.stdout.strip().splitlines()[-1])["t_done"] - t0)
+        ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)  # the child and its Ray daemons, shutdown included
+        init_cpus.append(ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime)
         stamp, run_dir = tmp / f"first-step-{i}.json", tmp / f"cli-{i}"
         args = [cli, "train", str(ROOT / "examples" / "cartpole_ppo.yaml"), "--run-dir", str(run_dir),
                 "cluster.mode=ray", "cluster.num_cpus=4", "env.num_workers=2", "env.num_envs=4",
@@ -199,11 +216,13 @@ def startup(tmp: Path, repeats: int = 1) -> None:
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
             first = wait_for(lambda s=stamp: json.loads(s.read_text()), proc)
+            cpu_first = cpu_by_process(proc.pid)  # read a poll later than the step itself
+            first_cpus.append(sum(cpu_first.values()))
             firsts.append(first["t"] - t0)
             if first["pid"] == proc.pid:
                 print("  (the first step was the CLI process's own, not an env runner's)")
             if i == repeats - 1:  # memory of the last run: at its first step, then after two iterations
-                pss_first = process_tree_pss_mib(proc.pid)
+                pss_first, cpu_at_first = process_tree_pss_mib(proc.pid), cpu_first
                 wait_for(lambda d=run_dir: len((d / "metrics.jsonl").read_text().splitlines()) >= 3 or None,
                          proc)
                 pss_steady = process_tree_pss_mib(proc.pid)
@@ -217,13 +236,14 @@ def startup(tmp: Path, repeats: int = 1) -> None:
         if proc.returncode not in (0, 130, 143, -15):
             print(f"  CLI run exited {proc.returncode}: {err[-2000:]}")
         print(f"  run {i + 1}: import ray + ray.init {inits[-1]:.2f}s   CLI -> first env step {firsts[-1]:.2f}s   "
-              f"({firsts[-1] - inits[-1]:+.2f}s)")
+              f"({firsts[-1] - inits[-1]:+.2f}s)   CPU of the process trees: ray.init (with its shutdown) "
+              f"{init_cpus[-1]:.1f}s, CLI to its first env step {first_cpus[-1]:.1f}s", flush=True)
     init_s, first_s = sorted(inits)[len(inits) // 2], sorted(firsts)[len(firsts) // 2]
     print(f"  median: import ray + ray.init {init_s:.2f}s   CLI -> first env step {first_s:.2f}s   "
           f"overhead {first_s - init_s:+.2f}s (target <= +2.0s: {'PASS' if first_s - init_s <= 2.0 else 'FAIL'})")
     print("\n4. memory: PSS of that CLI run's process tree (driver + its Ray daemons + workers; target <= 1024 "
           "MiB), last run")
-    report_pss("at the first env step", pss_first)
+    report_pss("at the first env step (with each process's CPU seconds until then)", pss_first, cpu_at_first)
     report_pss("after two training iterations (steady state)", pss_steady)
 
 
@@ -274,18 +294,45 @@ def startup_child() -> None:
     ray.shutdown()
 
 
-def report_pss(when: str, pss: dict[str, float]) -> None:
-    """Print the total and the biggest processes (PSS MiB)."""
+def report_pss(when: str, pss: dict[str, float], cpu: dict[str, float] | None = None) -> None:
+    """Print the total and the biggest processes (PSS MiB, and CPU seconds when given)."""
     total = sum(pss.values())
     print(f"  {when}: {total:.0f} MiB in {len(pss)} processes ({'PASS' if total <= 1024 else 'FAIL'})")
     for name, mib in sorted(pss.items(), key=lambda kv: -kv[1])[:12]:
-        print(f"    {mib:7.0f} MiB  {name}")
+        used = f"  {cpu.get(name, 0.0):5.1f} s CPU" if cpu is not None else ""
+        print(f"    {mib:7.0f} MiB{used}  {name}")
 
 
-def process_tree_pss_mib(root: int) -> dict[str, float]:
-    """PSS (proportional set size: shared pages split between the processes sharing them) per process of the
-    run ``root`` and its descendants (the Ray cluster it started: GCS, raylet, agents, workers), from
-    /proc/*/smaps_rollup. Other Ray clusters on the machine are not counted."""
+def tree_cpu_s(root: int) -> float:
+    """CPU seconds (user + system) used so far by ``root`` and its descendants, with their reaped children (a
+    Ray worker that exited counts in its raylet's)."""
+    return sum(cpu_by_process(root).values())
+
+
+def cpu_by_process(root: int) -> dict[str, float]:
+    """CPU seconds of each process of :func:`tree_cpu_s`, keyed like :func:`process_tree_pss_mib`."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for pid in process_tree(root):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            out[f"{pid} {cmd[:70]}"] = sum(int(x) for x in fields[11:15]) / tick
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def machine_cpu_s() -> tuple[float, float]:
+    """(busy, all) CPU seconds of the whole machine so far, from /proc/stat: what every process used."""
+    values = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:9]]
+    idle = values[3] + values[4]
+    tick = os.sysconf("SC_CLK_TCK")
+    return (sum(values) - idle) / tick, sum(values) / tick
+
+
+def process_tree(root: int) -> list[int]:
+    """``root`` and its live descendants."""
     parent: dict[int, int] = {}
     for pid in os.listdir("/proc"):
         if pid.isdigit():
@@ -299,8 +346,15 @@ def process_tree_pss_mib(root: int) -> dict[str, float]:
         new = {p for p, pp in parent.items() if pp in tree and p not in tree}
         tree |= new
         grown = bool(new)
+    return sorted(tree)
+
+
+def process_tree_pss_mib(root: int) -> dict[str, float]:
+    """PSS (proportional set size: shared pages split between the processes sharing them) per process of the
+    run ``root`` and its descendants (the Ray cluster it started: GCS, raylet, agents, workers), from
+    /proc/*/smaps_rollup. Other Ray clusters on the machine are not counted."""
     out: dict[str, float] = {}
-    for pid in map(str, sorted(tree)):
+    for pid in map(str, process_tree(root)):
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
