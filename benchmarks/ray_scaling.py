@@ -1,18 +1,25 @@
-"""Ray mode: scaling with env workers on a slow env, overhead against local mode, startup time.
+"""Ray mode: scaling with env runners on a slow env, overhead against local mode, start-up time, memory.
 
-1. Scaling: a CartPole that sleeps 5 ms per step; collection SPS (env steps per second of the collect phase)
-   with K = 1, 2, 4, 8 env-runner actors of 1 env each. Target: >= 0.95 * K of the 1-worker SPS at K = 8.
+1. Scaling: a CartPole that sleeps 5 ms per step; collection SPS (``perf/collect_sps``: env steps of an
+   iteration over the wall time of its collect phase, learn and sync excluded; median after the first
+   iteration) with K = 1, 2, 4, 8 env-runner actors of 1 env each, against K = 1 of the same run.
+   Target at K = 8: >= 0.95 * K on one node; ``multinode``: the same runs on a simulated cluster
+   (``ray.cluster_utils.Cluster``: a 0-CPU head and 4 worker nodes, joined through ``cluster.address``,
+   ``cluster.placement: disaggregate``), >= 0.9 * K. Beside each K: the CPU share this run's processes got
+   and how busy the whole machine was.
 2. Overhead: CartPole PPO SPS (whole training loop) in ray mode with 2 env-runner actors of 4 envs vs local
-   mode with the same 8 envs. Target: >= 0.8. Beside it (report only): the inference-server topology, the
-   same 2 env actors asking 1 batching rollout actor every step.
-3. Startup: wall time from building the run to the first collected chunk in ray mode, against `ray.init`
-   alone, each in a fresh interpreter (alternating, medians). Target: <= ray.init + 2 s.
-4. Memory: PSS of the driver and every Ray process of a ray-mode CartPole run with 2 env workers, at the first
-   chunk and after two training iterations.
-   Target: <= 1.0 GiB in all.
+   mode with the same 8 envs, alternating rounds. Target: >= 0.8. Beside it (report only): the learner in the
+   driver, and the inference-server topology.
+3. Start-up: ``rlightning train ... cluster.mode=ray`` from its launch to the first env step (a CartPole that
+   stamps it), against ``import ray; ray.init`` in a fresh process from its launch, alternating, medians, with
+   the CPU seconds of each process tree. Target: <= ray.init + 2 s.
+4. Memory: PSS of the last CLI run's process tree (driver, its Ray daemons and workers) at its first env step
+   and after two iterations. Target: <= 1.0 GiB.
 
-    python benchmarks/ray_scaling.py [--workers 1 2 4 8] [--steps 2048] [--parts scaling overhead startup]
-                                     [--startup-repeats 3]
+    python benchmarks/ray_scaling.py [--workers 1 2 4 8] [--steps 2048]
+                                     [--parts scaling multinode overhead startup] [--startup-repeats 3]
+
+Every cluster it starts is private (``address="local"``, or its own ``RAY_TMPDIR`` for the simulated one).
 """
 
 from __future__ import annotations
@@ -54,23 +61,73 @@ def collect_sps(run_dir: Path) -> float:
     return sorted(values)[len(values) // 2]
 
 
-def scaling(workers: list[int], steps_per_worker: int, tmp: Path) -> None:
-    print("\n1. scaling: SleepyCartPole (5 ms/step), 1 env per worker, collection SPS")
-    base = None
+def scaling(workers: list[int], steps_per_worker: int, tmp: Path, *overrides: str, gate: float = 0.95,
+            title: str = "one node") -> dict[int, float]:
+    """Collection SPS (env steps per second of the collect phase: every runner steps its env ``rollout_steps``
+    times and its chunk reaches the learner side; learn and sync excluded) with K env runners of 1 env each,
+    median over the iterations after the first. Returns SPS by K."""
+    print(f"\n1. scaling, {title}: SleepyCartPole (5 ms/step), 1 env per runner, collection SPS")
+    out: dict[int, float] = {}
     for k in workers:
         cfg = cartpole("cluster.mode=ray", "env.params.id=_sleepy_env:SleepyCartPole-v0", f"env.num_workers={k}",
                        "env.num_envs=1", "engine.params.rollout_steps=64", "policy.params.epochs=1",
                        "policy.params.minibatch_size=64", f"engine.total_steps={steps_per_worker * k}",
-                       "env.num_cpus=0.5")
+                       "env.num_cpus=0.5", *overrides)
+        cpu0, (busy0, all0), t0 = tree_cpu_s(os.getpid()), machine_cpu_s(), time.perf_counter()
         engine = build(cfg)
-        engine.run(tmp / f"scale-{k}")
+        run_dir = tmp / f"scale-{abs(hash(overrides))}-{k}"
+        result = engine.run(run_dir)
         engine.env_group.close()
-        sps = collect_sps(tmp / f"scale-{k}")
-        base = base or sps
-        print(f"  K={k}: {sps:8.0f} steps/s   x{sps / base:4.2f} of K=1 (ideal x{k})")
-    if base and workers[-1] > 1:
-        ratio = sps / base / workers[-1]
-        print(f"  target at K={workers[-1]}: >= 0.95*K -> {ratio:.2f}*K {'PASS' if ratio >= 0.95 else 'FAIL'}")
+        wall, cpu, (busy1, all1) = time.perf_counter() - t0, tree_cpu_s(os.getpid()) - cpu0, machine_cpu_s()
+        out[k] = collect_sps(run_dir)
+        base = out[workers[0]] / workers[0]
+        cores = (all1 - all0) / wall
+        print(f"  K={k}: {out[k]:8.0f} steps/s   x{out[k] / base:4.2f} of K=1 (ideal x{k})   this run's processes: "
+              f"{cpu / wall:.2f} cores, {1000 * cpu / result.env_steps:.2f} ms CPU per env step; the machine: "
+              f"{(busy1 - busy0) / wall:.2f} of {cores:.0f} cores busy", flush=True)
+    k = workers[-1]
+    if k > 1 and workers[0] == 1:
+        ratio = out[k] / out[1] / k
+        print(f"  target at K={k}: >= {gate}*K -> {ratio:.2f}*K {'PASS' if ratio >= gate else 'FAIL'}")
+    return out
+
+
+def scaling_multinode(workers: list[int], steps_per_worker: int, tmp: Path, one_node: dict[int, float],
+                      nodes: int = 4) -> None:
+    """Part 1 on a simulated cluster (``ray.cluster_utils.Cluster``): a head with 0 CPUs and ``nodes`` worker
+    nodes of 2 CPUs, each its own raylet and object store on this machine; every run joins it through
+    ``cluster.address`` with ``cluster.placement: disaggregate`` (one bundle per actor, spread over the nodes)."""
+    import shutil
+    import tempfile
+
+    from ray.cluster_utils import Cluster
+
+    ray.shutdown()
+    # the nodes' workers inherit this environment: they import _sleepy_env from benchmarks/
+    os.environ["PYTHONPATH"] = os.pathsep.join([BENCH, str(ROOT), os.environ.get("PYTHONPATH", "")])
+    root = tempfile.mkdtemp(prefix="rlbmn-", dir="/tmp")  # its own RAY_TMPDIR: no other process joins it
+    previous = os.environ.get("RAY_TMPDIR")
+    os.environ["RAY_TMPDIR"] = root
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    try:
+        for _ in range(nodes):
+            cluster.add_node(num_cpus=2, include_dashboard=False)
+        cluster.wait_for_nodes()
+        title = f"{nodes} worker nodes + a 0-CPU head, placement: disaggregate"
+        out = scaling(workers, steps_per_worker, tmp, f"cluster.address={cluster.address}",
+                      "cluster.placement=disaggregate", gate=0.9, title=title)
+        k = workers[-1]
+        if 1 in one_node and k in out:
+            print(f"  against the one-node K=1 of this run ({one_node[1]:.0f} steps/s): "
+                  f"{out[k] / one_node[1] / k:.2f}*K")
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        if previous is None:
+            os.environ.pop("RAY_TMPDIR", None)
+        else:
+            os.environ["RAY_TMPDIR"] = previous
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def overhead(tmp: Path, total: int, repeats: int = 1) -> None:
@@ -119,44 +176,93 @@ def steady_sps(run_dir: Path) -> float:
     return (last["step"] - first["step"]) / (last["time/train_s"] - first["time/train_s"])
 
 
-def startup(tmp: Path, repeats: int = 1, num_learners: int = 1) -> None:
-    """Parts 3 and 4, each measurement in a fresh interpreter (as ``rlightning train`` starts): a driver that
-    imported torch or started Ray before would make the next start-up look faster than it is."""
+def startup(tmp: Path, repeats: int = 1) -> None:
+    """Parts 3 and 4: ``rlightning train`` (CLI -> first env step) against a fresh interpreter's ``import ray;
+    ray.init``, each timed from the moment its process is launched, alternating; then the PSS of the CLI run's
+    process tree (the driver, the Ray daemons it started and their workers)."""
     import json
+    import signal
     import subprocess
 
-    parts = ["init", "first"]
-    print(f"\n3. startup: ray.init alone vs build + first chunk in ray mode, cluster.num_learners={num_learners} "
-          f"(alternating {', '.join(parts)}, {repeats}x, fresh processes, medians)")
+    print(f"\n3. startup: CLI `rlightning train ... cluster.mode=ray` (2 env runners x 4 envs) -> first env step, "
+          f"vs `python -c 'import ray; ray.init(...)'`, both timed from process launch ({repeats}x alternating, "
+          f"fresh processes, medians)")
     ray.shutdown()
     byte_compile_sources()
-    inits, firsts, afters = [], [], []
-    child: dict = {}
+    cli = str(Path(sys.executable).parent / "rlightning")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([BENCH, str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    import resource
+
+    inits, firsts, init_cpus, first_cpus = [], [], [], []
+    pss_first: dict[str, float] = {}
+    cpu_at_first: dict[str, float] = {}
+    pss_steady: dict[str, float] = {}
     for i in range(repeats):
-        runs = {}
-        for part in parts:
-            out = subprocess.run([sys.executable, __file__, "--child", part, "--num-learners", str(num_learners),
-                                  "--memory", str(int(i == repeats - 1 and part == "first"))], capture_output=True,
-                                 text=True, timeout=900, cwd=ROOT)
-            if out.returncode:
-                raise RuntimeError(f"startup child {part} failed:\n{out.stderr[-3000:]}")
-            runs[part] = json.loads(out.stdout.strip().splitlines()[-1])
-        child = runs["first"]
-        inits.append(runs["init"]["init_s"])
-        firsts.append(child["first_s"])
-        afters.append(child["first_s"] - child["own_init_s"])
-        print(f"  run {i + 1}: ray.init {inits[-1]:.2f}s   build + first chunk {firsts[-1]:.2f}s   "
-              f"({firsts[-1] - inits[-1]:+.2f}s; its own ray.init {child['own_init_s']:.2f}s, after it "
-              f"{afters[-1]:.2f}s; CPU of the process tree meanwhile {child['cpu_s']:.1f}s)   "
-              f"phases {', '.join(f'{k[:-2]} {v:.2f}' for k, v in child['phases'].items())}")
-    init_s, first = sorted(inits)[len(inits) // 2], sorted(firsts)[len(firsts) // 2]
-    after = sorted(afters)[len(afters) // 2]
-    print(f"  median: ray.init {init_s:.2f}s   build + first chunk {first:.2f}s   overhead {first - init_s:+.2f}s "
-          f"(target <= +2.0s: {'PASS' if first - init_s <= 2.0 else 'FAIL'}); after the run's own ray.init "
-          f"{after:+.2f}s ({'PASS' if after <= 2.0 else 'FAIL'})")
-    print("\n4. memory: PSS of the driver + its Ray processes with 2 env workers (target <= 1024 MiB), last run")
-    report_pss("at the first chunk", child["pss_first"], child["cpu_first"])
-    report_pss("after two learn + sync iterations (steady state)", child["pss_steady"], child["cpu_steady"])
+        t0, ru0 = time.time(), resource.getrusage(resource.RUSAGE_CHILDREN)
+        out = subprocess.run([sys.executable, __file__, "--child", "init"], capture_output=True, text=True,
+                             timeout=600, cwd=ROOT, env=env)
+        if out.returncode:
+            raise RuntimeError(f"ray.init child failed:\n{out.stderr[-3000:]}")
+        inits.append(json.loads(out.stdout.strip().splitlines()[-1])["t_done"] - t0)
+        ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)  # the child and its Ray daemons, shutdown included
+        init_cpus.append(ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime)
+        stamp, run_dir = tmp / f"first-step-{i}.json", tmp / f"cli-{i}"
+        args = [cli, "train", str(ROOT / "examples" / "cartpole_ppo.yaml"), "--run-dir", str(run_dir),
+                "cluster.mode=ray", "cluster.num_cpus=4", "env.num_workers=2", "env.num_envs=4",
+                "env.params.id=_sleepy_env:StampedCartPole-v0", "engine.total_steps=100000000",
+                "engine.eval_every=0", "checkpoint.every=0", "checkpoint.at_end=false", "logging.progress=false"]
+        t0 = time.time()
+        proc = subprocess.Popen(args, cwd=ROOT, env={**env, "RLBENCH_FIRST_STEP": str(stamp)},
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            first = wait_for(lambda s=stamp: json.loads(s.read_text()), proc)
+            cpu_first = cpu_by_process(proc.pid)  # read a poll later than the step itself
+            first_cpus.append(sum(cpu_first.values()))
+            firsts.append(first["t"] - t0)
+            if first["pid"] == proc.pid:
+                print("  (the first step was the CLI process's own, not an env runner's)")
+            if i == repeats - 1:  # memory of the last run: at its first step, then after two iterations
+                pss_first, cpu_at_first = process_tree_pss_mib(proc.pid), cpu_first
+                wait_for(lambda d=run_dir: len((d / "metrics.jsonl").read_text().splitlines()) >= 3 or None,
+                         proc)
+                pss_steady = process_tree_pss_mib(proc.pid)
+        finally:
+            proc.send_signal(signal.SIGTERM)  # a clean stop: the run releases its actors and its Ray cluster
+            try:
+                _, err = proc.communicate(timeout=120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                _, err = proc.communicate()
+        if proc.returncode not in (0, 130, 143, -15):
+            print(f"  CLI run exited {proc.returncode}: {err[-2000:]}")
+        print(f"  run {i + 1}: import ray + ray.init {inits[-1]:.2f}s   CLI -> first env step {firsts[-1]:.2f}s   "
+              f"({firsts[-1] - inits[-1]:+.2f}s)   CPU of the process trees: ray.init (with its shutdown) "
+              f"{init_cpus[-1]:.1f}s, CLI to its first env step {first_cpus[-1]:.1f}s", flush=True)
+    init_s, first_s = sorted(inits)[len(inits) // 2], sorted(firsts)[len(firsts) // 2]
+    print(f"  median: import ray + ray.init {init_s:.2f}s   CLI -> first env step {first_s:.2f}s   "
+          f"overhead {first_s - init_s:+.2f}s (target <= +2.0s: {'PASS' if first_s - init_s <= 2.0 else 'FAIL'})")
+    print("\n4. memory: PSS of that CLI run's process tree (driver + its Ray daemons + workers; target <= 1024 "
+          "MiB), last run")
+    report_pss("at the first env step (with each process's CPU seconds until then)", pss_first, cpu_at_first)
+    report_pss("after two training iterations (steady state)", pss_steady)
+
+
+def wait_for(probe, proc, guard_s: float = 600.0):
+    """Poll ``probe`` until it returns a value (it may raise while the event has not happened), failing if
+    ``proc`` exits first. ``guard_s`` only stops a hung run."""
+    deadline = time.monotonic() + guard_s
+    while True:
+        try:
+            value = probe()
+            if value is not None:
+                return value
+        except (OSError, ValueError):
+            pass
+        if proc.poll() is not None:
+            raise RuntimeError(f"the CLI run exited {proc.returncode} first:\n{proc.stderr.read()[-3000:]}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"nothing after {guard_s:.0f} s")
+        time.sleep(0.01)
 
 
 def byte_compile_sources() -> None:
@@ -177,70 +283,56 @@ def byte_compile_sources() -> None:
           f"{'' if ok else ': some failed'}")
 
 
-def startup_child(part: str, num_learners: int, memory: bool) -> None:
-    """One start-up measurement in this fresh interpreter; prints a JSON object."""
+def startup_child() -> None:
+    """The reference of part 3, in this fresh interpreter: ``ray.init`` as a run starts its private cluster;
+    prints the wall-clock time it returned (``ray`` was imported at the top of this module)."""
     import json
 
-    if part == "init":
-        t0 = time.perf_counter()
-        ray.init(num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1", logging_level="ERROR")
-        print(json.dumps({"init_s": time.perf_counter() - t0}))
-        ray.shutdown()
-        return
-    config = cartpole("cluster.mode=ray", "env.num_workers=2", "env.num_envs=4", "cluster.num_cpus=4",
-                      f"cluster.num_learners={num_learners}")
-    cpu0 = time.process_time()
-    t0 = time.perf_counter()
-    engine = build(config)
-    engine.execution.reset(0)
-    engine.execution.collect(1)
-    first = time.perf_counter() - t0
-    cpu = process_tree_cpu_s()
-    result = {"first_s": first, "own_init_s": engine.env_group.cluster_handle.init_s,
-              "cpu_s": sum(cpu.values()) - cpu0,  # the Ray processes all started after t0; the driver before not
-              "phases": engine.execution.startup}
-    if memory:
-        result["pss_first"], result["cpu_first"] = process_tree_pss_mib(), cpu
-        ex = engine.execution  # a steady state: two iterations
-        steps = engine.config.engine.params.rollout_steps
-        for it in range(2):
-            ex.collect(steps)
-            ex.learn(it / 100)
-            ex.sync()
-        ex.collect(steps)
-        result["pss_steady"], result["cpu_steady"] = process_tree_pss_mib(), process_tree_cpu_s()
-    engine.execution.close()
-    engine.env_group.close()
-    print(json.dumps(result))
+    ray.init(address="local", num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1",
+             logging_level="ERROR")
+    print(json.dumps({"t_done": time.time()}))
+    ray.shutdown()
 
 
-def report_pss(when: str, pss: dict[str, float], cpu: dict[str, float]) -> None:
-    """Print the total and the biggest processes (PSS MiB, CPU seconds used so far)."""
+def report_pss(when: str, pss: dict[str, float], cpu: dict[str, float] | None = None) -> None:
+    """Print the total and the biggest processes (PSS MiB, and CPU seconds when given)."""
     total = sum(pss.values())
-    print(f"  {when}: {total:.0f} MiB ({'PASS' if total <= 1024 else 'FAIL'})")
+    print(f"  {when}: {total:.0f} MiB in {len(pss)} processes ({'PASS' if total <= 1024 else 'FAIL'})")
     for name, mib in sorted(pss.items(), key=lambda kv: -kv[1])[:12]:
-        print(f"    {mib:7.0f} MiB  {cpu.get(name, 0.0):5.1f} s CPU  {name}")
+        used = f"  {cpu.get(name, 0.0):5.1f} s CPU" if cpu is not None else ""
+        print(f"    {mib:7.0f} MiB{used}  {name}")
 
 
-def process_tree_cpu_s() -> dict[str, float]:
-    """CPU seconds (user + system) used so far by each process of this driver's tree, keyed like
-    :func:`process_tree_pss_mib`."""
+def tree_cpu_s(root: int) -> float:
+    """CPU seconds (user + system) used so far by ``root`` and its descendants, with their reaped children (a
+    Ray worker that exited counts in its raylet's)."""
+    return sum(cpu_by_process(root).values())
+
+
+def cpu_by_process(root: int) -> dict[str, float]:
+    """CPU seconds of each process of :func:`tree_cpu_s`, keyed like :func:`process_tree_pss_mib`."""
     tick = os.sysconf("SC_CLK_TCK")
     out: dict[str, float] = {}
-    for name in process_tree_pss_mib():
-        pid = name.split()[0]
+    for pid in process_tree(root):
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            out[name] = (int(fields[11]) + int(fields[12])) / tick
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            out[f"{pid} {cmd[:70]}"] = sum(int(x) for x in fields[11:15]) / tick
         except (OSError, ValueError, IndexError):
             continue
     return out
 
 
-def process_tree_pss_mib() -> dict[str, float]:
-    """PSS (proportional set size: shared pages split between the processes sharing them) per process of this
-    driver and its descendants (the Ray cluster it started: GCS, raylet, agents, workers), from
-    /proc/*/smaps_rollup. Other Ray clusters on the machine are not counted."""
+def machine_cpu_s() -> tuple[float, float]:
+    """(busy, all) CPU seconds of the whole machine so far, from /proc/stat: what every process used."""
+    values = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:9]]
+    idle = values[3] + values[4]
+    tick = os.sysconf("SC_CLK_TCK")
+    return (sum(values) - idle) / tick, sum(values) / tick
+
+
+def process_tree(root: int) -> list[int]:
+    """``root`` and its live descendants."""
     parent: dict[int, int] = {}
     for pid in os.listdir("/proc"):
         if pid.isdigit():
@@ -248,14 +340,21 @@ def process_tree_pss_mib() -> dict[str, float]:
                 parent[int(pid)] = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
             except (OSError, ValueError, IndexError):
                 continue
-    tree = {os.getpid()}
+    tree = {root}
     grown = True
     while grown:
         new = {p for p, pp in parent.items() if pp in tree and p not in tree}
         tree |= new
         grown = bool(new)
+    return sorted(tree)
+
+
+def process_tree_pss_mib(root: int) -> dict[str, float]:
+    """PSS (proportional set size: shared pages split between the processes sharing them) per process of the
+    run ``root`` and its descendants (the Ray cluster it started: GCS, raylet, agents, workers), from
+    /proc/*/smaps_rollup. Other Ray clusters on the machine are not counted."""
     out: dict[str, float] = {}
-    for pid in map(str, sorted(tree)):
+    for pid in map(str, process_tree(root)):
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
@@ -274,29 +373,33 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2048, help="env steps per worker in the scaling runs")
     parser.add_argument("--overhead-steps", type=int, default=30720)
     parser.add_argument("--overhead-repeats", type=int, default=3, help="alternating local / ray rounds")
-    parser.add_argument("--parts", nargs="*", default=["scaling", "overhead", "startup"],
-                        help="startup also measures memory (parts 3 and 4)")
+    parser.add_argument("--parts", nargs="*", default=["scaling", "multinode", "overhead", "startup"],
+                        help="multinode: part 1 on a 4-node simulated cluster; startup also measures memory "
+                             "(parts 3 and 4)")
     parser.add_argument("--startup-repeats", type=int, default=3, help="alternating startup measurements")
-    parser.add_argument("--num-learners", type=int, default=1,
-                        help="startup and memory: learner actors (0: the learner in the driver)")
-    parser.add_argument("--child", choices=["init", "first"], help=argparse.SUPPRESS)
-    parser.add_argument("--memory", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=["init"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        startup_child(args.child, args.num_learners, bool(args.memory))
+        startup_child()
         return
-    print(f"load average {os.getloadavg()}")
+    print(f"load average {os.getloadavg()}", flush=True)
     path = os.pathsep.join([BENCH, str(ROOT), os.environ.get("PYTHONPATH", "")])
-    ray.init(num_cpus=max(8, max(args.workers)) + 2, include_dashboard=False, _node_ip_address="127.0.0.1",
-             logging_level="ERROR", log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
     with tempfile.TemporaryDirectory() as tmp:
+        one_node: dict[int, float] = {}
+        if {"scaling", "overhead"} & set(args.parts):
+            ray.init(address="local", num_cpus=max(8, max(args.workers)) + 2, include_dashboard=False,
+                     _node_ip_address="127.0.0.1", logging_level="ERROR", log_to_driver=False,
+                     runtime_env={"env_vars": {"PYTHONPATH": path}})
         if "scaling" in args.parts:
-            scaling(args.workers, args.steps, Path(tmp))
+            one_node = scaling(args.workers, args.steps, Path(tmp))
         if "overhead" in args.parts:
             overhead(Path(tmp), args.overhead_steps, args.overhead_repeats)
+        ray.shutdown()
+        if "multinode" in args.parts:
+            scaling_multinode(args.workers, args.steps, Path(tmp), one_node)
         if "startup" in args.parts:
-            startup(Path(tmp), args.startup_repeats, args.num_learners)
-    ray.shutdown()
+            startup(Path(tmp), args.startup_repeats)
+    print(f"load average {os.getloadavg()}")
 
 
 if __name__ == "__main__":
