@@ -26,17 +26,12 @@ from rlightning_core.distributed.env_group import RemoteEnvGroup, remote_class
 from rlightning_core.distributed.inference_servers import InferenceServersMixin
 from rlightning_core.distributed.placement import PlacementPlan
 from rlightning_core.distributed.plan import SyncPlan, needs_weights_size, weight_sync_plan
-from rlightning_core.distributed.ray_common import (
-    REPLY_SYNC_MAX_BYTES,
-    WorkerFailure,
-    collective_backend,
-    mean_metrics,
-)
+from rlightning_core.distributed.ray_common import REPLY_SYNC_MAX_BYTES, WorkerFailure, get, mean_metrics, strip_private
 from rlightning_core.distributed.restarts import RunnerRecreation, wait_each
 from rlightning_core.distributed.seed_ledger import SeedLedger
 from rlightning_core.distributed.streaming import StreamingMixin
-from rlightning_core.distributed.sync_strategies import WeightSyncMixin
-from rlightning_core.distributed.weight_check import WeightCheckMixin, WeightSyncMismatch
+from rlightning_core.distributed.weight_check import WeightSyncMismatch
+from rlightning_core.distributed.weight_sync import WeightSync, group_backend
 from rlightning_core.engine.execution import build_preprocessors, column_labels
 from rlightning_core.env.runner import EnvStepError, RolloutStats
 from rlightning_core.env.seeding import derive_seed
@@ -69,7 +64,7 @@ def check_resources(config: MainConfig, available: dict[str, float]) -> None:
         raise ConfigError(problems)
 
 
-class RayExecution(InferenceServersMixin, WeightSyncMixin, WeightCheckMixin, StreamingMixin):
+class RayExecution(InferenceServersMixin, StreamingMixin):
     """:class:`~rlightning_core.engine.contract.Execution` on a Ray cluster: submitted work runs in actors."""
 
     mode = "ray"
@@ -86,9 +81,6 @@ class RayExecution(InferenceServersMixin, WeightSyncMixin, WeightCheckMixin, Str
         self._preprocessor_sources: list[Any] = ([(type(p), p.params) for p in given] if given
                                                  else list(config.preprocessors))
         self.policy_cfg = policy_group.policy_cfg
-        self._expected: dict[int, tuple[Any, str | None]] = {}  # the learner's fingerprint of each version
-        self.verified_copies = 0  # rollout copies found equal to the learner after a sync (WeightCheckMixin)
-        self._exempt: dict[int, int] = {}  # runner -> the version a restart re-sent it (the learner's weights then)
         self.backend_override = getattr(policy_group, "backend", "auto")  # build_policy_group(backend=...)
         cc = config.cluster  # combinations no run can start with were refused when the config was built
         self.inference_server = cc.topology == "inference_server"
@@ -164,15 +156,10 @@ class RayExecution(InferenceServersMixin, WeightSyncMixin, WeightCheckMixin, Str
             self._form_data_parallel()
             self.startup["data_parallel_s"] = clock() - t_dp
         # how weights travel: weight_sync_plan, the function --dry-run prints
-        self.version = 0
         measured = None
         if needs_weights_size(config):
             measured = float(self._get(self.learner.weights_nbytes.remote(), cc.call_timeout_s, "size the weights"))
-        self._sync_info: dict[str, float] = {} if measured is None else {"bytes": measured}
         self.sync_plan = weight_sync_plan(config, weights_nbytes=None if measured is None else int(measured))
-        self.strategy = self.sync_plan.strategy
-        # inline: the weights ride the learn reply (the first sync and re-syncs go through the object store)
-        self._reply_weights = self.sync_plan.transport == "inline"
         # rollout copies inside the env actors, or inference servers the env actors ask every step
         t3 = clock()
         self.servers: list[Any] = []
@@ -188,41 +175,27 @@ class RayExecution(InferenceServersMixin, WeightSyncMixin, WeightCheckMixin, Str
         self.startup["rollout_setup_s"] = clock() - t3
         self.preprocessors = given or build_preprocessors(config, plugins.registry, self.observation_space,
                                                           self.env_group.total_envs)
-        # weight sync group
         t4 = clock()
-        self._staging_refs: list[Any] = []
-        self._sync_refs: list[Any] = []  # a weight transfer queued ahead of the runners' next collect
-        self._fresh_weights: Any = None  # ref of rank 0's weights from the last learn reply
-        self._fresh_fp: Any = None  # ... and of their fingerprint
-        self._weights_with_collect: Any = None  # an in-driver learner's weights, sent with the next collect
-        self._blocking_sync = True  # the first sync (and re-syncs after restarts, resumes) completes at once
-        if self.strategy in ("broadcast", "double_buffer"):
-            self._form_group()
-        if self.strategy == "double_buffer":
-            self._enable_double_buffer(self.env_group.actors)
-        elif self.strategy == "node_shared":
-            self._setup_shared()
+        self.restarts = 0
+        self.weight_sync = WeightSync(
+            ray, config, self.sync_plan, learner=self.learner, copies=lambda: self.rollout_actors,
+            member_name=self._copy_name, runner_name=self._runner_name, in_driver=self.in_process,
+            servers=self.inference_server, backend_override=self.backend_override, nbytes=measured or 0.0)
+        self.weight_sync.start()
         self.startup["process_group_s"] = clock() - t4
         t5 = clock()
-        self.sync()
-        self._blocking_sync = False
+        self._sync(blocking=True)  # the first sync completes at once
         self.startup["first_sync_s"] = clock() - t5
         self.startup["total_s"] = clock() - t0 + (0.0 if self.cluster.init_s else started_by_group)
         self._pending_chunks: list[Any] = []
         self._eval_policy: Any = None
         self._eval_version = -1
-        self.restarts = 0
         self._in_flight: dict[int, list[int]] = {}  # per runner: steps of the streamed collects it has queued
         log.info("ray startup: %s", ", ".join(f"{k[:-2]} {v:.2f}s" for k, v in self.startup.items()))
 
     # -- helpers -----------------------------------------------------------------------------------------
     def _get(self, refs: Any, timeout: float, what: str) -> Any:
-        try:
-            return self.ray.get(refs, timeout=timeout)
-        except self.ray.exceptions.GetTimeoutError:
-            raise WorkerFailure(f"timed out after {timeout:.0f}s waiting to {what} (cluster.call_timeout_s / "
-                                "cluster.actor_start_timeout_s; are there enough CPUs/GPUs for every actor?)") \
-                from None
+        return get(self.ray, refs, timeout, what)
 
     def _shard_spec(self, rank: int, rollout_steps: int, extras: dict[str, Any]) -> BufferSpec:
         """The buffer (shard) of learner ``rank``: an equal slice of every worker's env columns."""
@@ -237,32 +210,13 @@ class RayExecution(InferenceServersMixin, WeightSyncMixin, WeightCheckMixin, Str
     def _form_data_parallel(self) -> None:
         """The learners' torch.distributed group (gloo on CPU, nccl with GPUs): rank 0's weights everywhere."""
         cc = self.config.cluster
-        backend = self.backend(self.learners)
+        backend = group_backend(self.ray, self.config, self.backend_override, self.learners)
         addr, port = self._get(self.learner.free_port.remote(), cc.call_timeout_s, "pick a rendezvous port")
         sums = self._get([ln.init_data_parallel.remote(addr, port, backend, int(cc.bucket_mb * (1 << 20)))
                           for ln in self.learners], cc.call_timeout_s, "form the data-parallel learner group")
         if len(set(sums)) != 1:
             raise WorkerFailure(f"the data-parallel learners disagree on their initial parameters ({sums})")
         log.info("data-parallel learners: %d ranks over %s", self.world_size, backend)
-
-    def backend(self, members: Sequence[Any]) -> str:
-        """The torch.distributed backend of a group of ``members``.
-
-        ``cluster.backend`` (or the ``build_policy_group`` override), else :func:`collective_backend` from where
-        each member's weights live: nccl only when every member has a GPU of its own.
-        """
-        override = getattr(self, "backend_override", "auto")
-        cc = self.config.cluster
-        requested = override if override != "auto" else cc.backend
-        if requested != "auto":
-            return requested
-        if not cc.learner_num_gpus and not cc.inference_server_num_gpus:
-            return "gloo"  # no GPU anywhere: no need to ask the members
-        devices = [str(d) for d in self._get([m.sync_device.remote() for m in members], cc.call_timeout_s,
-                                             "locate the weights' devices")]
-        backend, why = collective_backend("auto", devices)
-        log.info("weight-sync group of %d ranks: %s (%s)", len(devices), backend, why)
-        return backend
 
     def _learner_failed(self, exc: BaseException) -> WorkerFailure:
         return WorkerFailure(f"the learner failed; the last checkpoint is intact. Cause: {exc}")
@@ -321,40 +275,32 @@ class RayExecution(InferenceServersMixin, WeightSyncMixin, WeightCheckMixin, Str
         actor.setup_rollout.remote(self.policy_cfg, self._preprocessor_sources, policy_seed=self._policy_seed(w),
                                    needs_next_obs=self.needs_next_obs)
 
-    def _form_group(self) -> None:
-        """(Re)form the torch.distributed group: learner rank 0, env runners 1..K."""
-        cc = self.config.cluster
-        members = [self.learner, *self.rollout_actors]
-        backend = self.backend(members)
-        addr, port = self._get(self.learner.free_port.remote(), cc.call_timeout_s, "pick a rendezvous port")
-        bucket = int(cc.bucket_mb * (1 << 20))
-        # every member is idle here (hung runners were recreated first): the rendezvous is bounded like a
-        # transfer, in the driver and in each member's torch.distributed store alike
-        refs = [m.init_collective.remote(addr, port, rank, len(members), backend, bucket, cc.call_timeout_s)
-                for rank, m in enumerate(members)]
-        _, pending = self.ray.wait(refs, num_returns=len(refs), timeout=cc.call_timeout_s)
-        if pending:
-            missing = [self._member_name(refs.index(r)) for r in pending]
-            raise WorkerFailure(f"the weight-sync group ({backend}, rendezvous at {addr}:{port}) did not form within "
-                                f"cluster.call_timeout_s={cc.call_timeout_s:g}s: {', '.join(missing)} did not join")
-        sigs = []
-        for rank, ref in enumerate(refs):
-            try:
-                sigs.append(self.ray.get(ref))
-            except self.ray.exceptions.RayActorError as exc:
-                raise WorkerFailure(f"{self._member_name(rank)} died while the weight-sync group formed: {exc}") \
-                    from exc
-        if len(set(sigs)) != 1:
-            raise WorkerFailure(f"learner and rollout copies disagree on the weight layout ({sigs}); the same "
-                                "policy class and spaces must be used everywhere")
+    def _copy_name(self, index: int) -> str:
+        """How messages name rollout copy ``index``: an inference server or an env runner."""
+        return f"inference server {index}" if self.inference_server else name_runner(self.env_group.slots[index])
 
-    def _member_name(self, rank: int) -> str:
-        """Who rank ``rank`` of the weight-sync group is: the learner, an env runner or an inference server."""
-        if rank == 0:
-            return "the learner"
-        if self.inference_server:
-            return f"inference server {rank - 1}"
-        return name_runner(self.env_group.slots[rank - 1])
+    def _runner_name(self, index: int) -> str:
+        slot = self.env_group.slots[index]
+        return f"env worker {index} (env[{slot.config_index}] {slot.label}, worker {slot.worker_index})"
+
+    @property
+    def version(self) -> int:
+        """The version of the weights the last sync sent."""
+        return self.weight_sync.version
+
+    @version.setter
+    def version(self, value: int) -> None:
+        self.weight_sync.version = value
+
+    @property
+    def strategy(self) -> str:
+        """The weight sync's mechanism (:attr:`~.plan.SyncPlan.strategy`)."""
+        return self.sync_plan.strategy
+
+    @property
+    def verified_copies(self) -> int:
+        """Rollout-copy reports found equal to the learner's weights so far."""
+        return self.weight_sync.check.verified_copies
 
     # -- the execution interface ---------------------------------------------------------------------------
     def reset(self, seed: int) -> None:
@@ -386,7 +332,7 @@ class RayExecution(InferenceServersMixin, WeightSyncMixin, WeightCheckMixin, Str
         fingerprint (else ``None``, ``None``). An in-process learner (``cluster.num_learners: 0``) learns right
         here and returns values instead.
         """
-        reply = self._reply_sync()
+        reply = self.weight_sync.rides_reply
         if self.in_process:  # values, not references: the metrics stay here, the weights go inline to the runners
             out = self.learner.target.learn(progress, *self.ray.get(chunks), with_weights=reply)
             metrics, weights, fp = out if reply else (out, None, None)
@@ -408,7 +354,7 @@ class RayExecution(InferenceServersMixin, WeightSyncMixin, WeightCheckMixin, Str
         A runner that dies, hangs past its collect deadline (:mod:`.deadlines`), or whose env raises is recreated
         and collects again.
         """
-        ride, self._weights_with_collect = self._weights_with_collect or (), None
+        ride = self.weight_sync.take_ride()
         calls = [a.collect.options(num_returns=2).remote(num_steps, *ride) for a in self.env_group.actors]
         chunks: list[Any] = [c[0] for c in calls]
         todo = {i: c[1] for i, c in enumerate(calls)}
@@ -437,8 +383,8 @@ class RayExecution(InferenceServersMixin, WeightSyncMixin, WeightCheckMixin, Str
             if n:
                 stats[i].restarts += n
                 stats[i].dropped_episodes += n * self.env_group.slots[i].cfg.num_envs
-        self._finish_sync()  # ran before the chunks on every runner; a restart above already re-synced
-        self._check_reports(stats)  # the runners' fingerprints of the weights they collected with
+        self.weight_sync.finish()  # ran before the chunks on every runner; a restart above already re-synced
+        self.weight_sync.check.check_reports(stats)  # the runners' fingerprints of the weights they collected with
         self._pending_chunks = chunks
         self._merge_preprocessors(stats)
         return stats
@@ -474,8 +420,31 @@ class RayExecution(InferenceServersMixin, WeightSyncMixin, WeightCheckMixin, Str
                 results = self.ray.get(refs, timeout=self.config.cluster.call_timeout_s)
         except self.ray.exceptions.RayActorError as exc:
             raise self._learner_failed(exc) from exc
-        self._fresh_weights, self._fresh_fp = weights_ref, fp
+        self.weight_sync.fresh = None if weights_ref is None else (weights_ref, fp)
         return mean_metrics(results)
+
+    def sync(self) -> tuple[int, dict[str, float]]:
+        """Push the learner's weights (and merged preprocessor statistics) to every rollout copy."""
+        return self._sync(blocking=False)
+
+    def _sync(self, *, blocking: bool) -> tuple[int, dict[str, float]]:
+        t0 = time.perf_counter()
+        version, metrics = self.weight_sync.sync(blocking=blocking)
+        self._push_preprocessors()
+        if self.config.cluster.offload:  # the learners are idle until the next learn: free their GPU memory
+            for ln in self.learners:
+                ln.offload_idle.remote()
+        metrics["sync/seconds"] = time.perf_counter() - t0
+        metrics["sync/version"] = float(version)
+        metrics["fault/worker_restarts"] = float(self.restarts)
+        return version, metrics
+
+    def _push_preprocessors(self) -> None:
+        """The merged preprocessor statistics to every env runner, ordered before its next collect."""
+        if self.preprocessors:
+            states = [strip_private(p.state_dict()) for p in self.preprocessors]
+            for a in self.env_group.actors:
+                a.load_preprocessor_states.remote(states)
 
     def eval_policy(self) -> Any:
         """A policy in the driver holding the learner's current weights (for evaluation)."""
@@ -550,11 +519,7 @@ class RayExecution(InferenceServersMixin, WeightSyncMixin, WeightCheckMixin, Str
         for p, s in zip(self.preprocessors, state["preprocessors"], strict=True):
             p.load_state_dict(s)
         self.version = int(state["policy"]["version"]) - 1
-        self._blocking_sync = True
-        try:
-            self.sync()
-        finally:
-            self._blocking_sync = False
+        self._sync(blocking=True)
         saved = state["runners"]
         if len(saved) != len(self.env_group.actors):
             return [False] * len(self.env_group.actors)
@@ -571,26 +536,10 @@ class RayExecution(InferenceServersMixin, WeightSyncMixin, WeightCheckMixin, Str
             return
         self._closed = True
         self.seeds.close()
-        if self.strategy == "node_shared":  # remove this run's shared-memory files (writers unlink)
-            try:
-                self.ray.get([m.shm_detach.remote(True) for m in [self.learner, *self.rollout_actors]],
-                             timeout=self.config.cluster.close_timeout_s)
-            except Exception:
-                pass
-        self._drain_staging(ignore_errors=True)
-        self._finish_sync(ignore_errors=True)
-        for server in getattr(self, "servers", []):
-            try:
-                self.ray.kill(server, no_restart=True)
-            except Exception:
-                pass
-        for ln in getattr(self, "learners", [self.learner]):
-            try:
-                self.ray.kill(ln, no_restart=True)
-            except Exception:
-                pass
-        if not self.owns_env_group:
-            return  # the caller's RemoteEnvGroup (and the cluster it started) stay up until it is closed
-        if self.owns_env_group:
+        self.weight_sync.close()
+        for actor in [*self.servers, *self.learners]:
+            with contextlib.suppress(Exception):
+                self.ray.kill(actor, no_restart=True)
+        if self.owns_env_group:  # else the caller's RemoteEnvGroup (and the cluster it started) stay up
             self.env_group.close()
-        self.cluster.shutdown()
+            self.cluster.shutdown()

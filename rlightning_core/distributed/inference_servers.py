@@ -28,16 +28,10 @@ class InferenceServersMixin(RayExecutionState):
     observation_space: Any
     action_space: Any
 
+    weight_sync: Any
+
     if TYPE_CHECKING:
         def _get(self, refs: Any, timeout: float, what: str) -> Any: ...
-
-        def _form_group(self) -> None: ...
-
-        def _broadcast(self, version: int) -> dict[str, float]: ...
-
-        def _setup_shared(self) -> None: ...
-
-        def _shared_sync(self, version: int) -> dict[str, float]: ...
 
     def _start_servers(self) -> None:
         """``cluster.num_inference_servers`` servers; env workers are routed to them (sticky, two halves each)."""
@@ -100,17 +94,5 @@ class InferenceServersMixin(RayExecutionState):
                 pass
             self.server_restarts[j] += 1
             self.servers[j] = self._create_server(j)
-        if not dead:
-            return
-        if self.strategy == "broadcast":
-            for m in [self.learner, *[s for j, s in enumerate(self.servers) if j not in dead]]:
-                m.leave_collective.remote()
-            self._form_group()
-            self._broadcast(self.version)
-        elif self.strategy == "node_shared":
-            self._setup_shared()
-            self._shared_sync(self.version)
-        else:
-            ref = self.learner.get_weights.remote()
-            self._get([self.servers[j].set_weights.remote(ref, self.version) for j in dead], cc.call_timeout_s,
-                      "re-sync the inference servers")
+        if dead:
+            self.weight_sync.resync(dead)

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from rlightning_core.config.schema import MainConfig
 
 __all__ = ["REPLY_SYNC_MAX_BYTES", "SYNC_ENGINES", "PackedWeights", "RayExecutionState", "WorkerFailure",
-           "collective_backend", "mean_metrics", "pack_weights", "strip_private",
+           "collective_backend", "get", "mean_metrics", "pack_weights", "strip_private",
            "unpack_weights"]
 
 
@@ -59,6 +59,15 @@ class WorkerFailure(RlightningError):
     Workers that fail more often than ``cluster.max_restarts`` allows raise
     :class:`~rlightning_core.errors.RestartsUsedUpError` instead.
     """
+
+
+def get(ray: Any, refs: Any, timeout: float, what: str) -> Any:
+    """``ray.get`` within ``timeout`` seconds; a timeout is a :class:`WorkerFailure` saying what was awaited."""
+    try:
+        return ray.get(refs, timeout=timeout)
+    except ray.exceptions.GetTimeoutError:
+        raise WorkerFailure(f"timed out after {timeout:.0f}s waiting to {what} (cluster.call_timeout_s / "
+                            "cluster.actor_start_timeout_s; are there enough CPUs/GPUs for every actor?)") from None
 
 
 def mean_metrics(rows: list[dict[str, float]]) -> dict[str, float]:

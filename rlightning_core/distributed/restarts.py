@@ -73,7 +73,7 @@ class RunnerRecreation:
                 counts[index] = counts.get(index, 0) + 1
             if ex.inference_server:
                 ex._revive_servers()  # the env actor may have failed because its server died
-            ex._finish_sync(ignore_errors=True)  # a queued transfer the dead worker was part of failed or hangs
+            ex.weight_sync.finish(ignore_errors=True)  # a queued transfer the dead worker was part of failed or hangs
             resets: dict[int, Any] = {}
             errors = dict(failed)
             for index in replaced:
@@ -146,25 +146,6 @@ class RunnerRecreation:
         return wait_each(ex.ray, resets, deadlines, "the recreated runner's start and reset")
 
     def resync_replaced(self, replaced: list[int]) -> None:
-        """Give the recreated runners the current weights: one re-formed group for every one of them."""
-        ex = self.ex
-        actors = [ex.env_group.actors[i] for i in replaced]
-        if ex.inference_server:
-            return  # the env actors hold no weights: their servers have them
-        if ex.strategy in ("broadcast", "double_buffer"):
-            ex._drain_staging(ignore_errors=True)  # a transfer a dead worker was part of failed or hangs
-            for m in [ex.learner, *[a for j, a in enumerate(ex.env_group.actors) if j not in replaced]]:
-                m.leave_collective.remote()
-            ex._form_group()
-            if ex.strategy == "double_buffer":
-                ex._enable_double_buffer(actors)
-                ex._stage(ex.version, blocking=True)
-            else:
-                ex._broadcast(ex.version)
-        elif ex.strategy == "node_shared":
-            ex._setup_shared()
-            ex._shared_sync(ex.version)
-        else:  # the learner's weights now, which an async learner may have moved past this version's
-            for index, actor in zip(replaced, actors, strict=True):
-                ex._exempt[index] = ex.version
-                actor.set_weights.remote(ex.learner.get_weights.remote(), ex.version)
+        """Give the recreated runners the current weights (one re-formed group for all of them)."""
+        if not self.ex.inference_server:  # else the env actors hold no weights: their servers have them
+            self.ex.weight_sync.resync(replaced)
