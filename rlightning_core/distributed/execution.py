@@ -22,20 +22,21 @@ from rlightning_core.distributed.deadlines import (
     env_work_deadline,
     name_runner,
 )
-from rlightning_core.distributed.env_group import RemoteEnvGroup, remote_class
-from rlightning_core.distributed.inference_servers import InferenceServersMixin
+from rlightning_core.distributed.env_group import RemoteEnvGroup
+from rlightning_core.distributed.inference_servers import InferenceServers
+from rlightning_core.distributed.learner_group import LearnerGroup
 from rlightning_core.distributed.placement import PlacementPlan
 from rlightning_core.distributed.plan import SyncPlan, needs_weights_size, weight_sync_plan
 from rlightning_core.distributed.ray_common import REPLY_SYNC_MAX_BYTES, WorkerFailure, get, mean_metrics, strip_private
 from rlightning_core.distributed.restarts import RunnerRecreation, wait_each
 from rlightning_core.distributed.seed_ledger import SeedLedger
-from rlightning_core.distributed.streaming import StreamingMixin
+from rlightning_core.distributed.streaming import StreamingCalls
 from rlightning_core.distributed.weight_check import WeightSyncMismatch
 from rlightning_core.distributed.weight_sync import WeightSync, group_backend
 from rlightning_core.engine.execution import build_preprocessors, column_labels
 from rlightning_core.env.runner import EnvStepError, RolloutStats
 from rlightning_core.env.seeding import derive_seed
-from rlightning_core.errors import ConfigError
+from rlightning_core.errors import ConfigError, RestartsUsedUpError
 
 __all__ = ["REPLY_SYNC_MAX_BYTES", "RayExecution", "WeightSyncMismatch", "WorkerFailure", "check_resources",
            "mean_metrics"]
@@ -64,7 +65,7 @@ def check_resources(config: MainConfig, available: dict[str, float]) -> None:
         raise ConfigError(problems)
 
 
-class RayExecution(InferenceServersMixin, StreamingMixin):
+class RayExecution(StreamingCalls):
     """:class:`~rlightning_core.engine.contract.Execution` on a Ray cluster: submitted work runs in actors."""
 
     mode = "ray"
@@ -105,29 +106,14 @@ class RayExecution(InferenceServersMixin, StreamingMixin):
                                          num_threads=self.policy_cfg.num_threads, plan=PlacementPlan.for_run(config),
                                          preprocess_fn=getattr(env_group, "config_preprocess_fns", None))
                           if self.owns_env_group else env_group)
-        # learner actor, with the buffer next to it: its process starts while the env actors start
-        from rlightning_core.distributed.learner import LearnerActor
-
+        # the learners, each with its buffer: their processes start while the env actors start
         self.selection = plugins.selection()
-        ptype = self.policy_cfg.type.replace(":", "-")
-        self.world_size = max(cc.num_learners, 1)
-        learner_cls = remote_class(ray, LearnerActor, {})
-        plan = self.env_group.plan
-        self.in_process = cc.num_learners == 0  # the learner lives in this (the driver's) process
-        if self.in_process:
-            from rlightning_core.distributed.in_process import InProcessActor
-
-            self.learners: list[Any] = [InProcessActor(ray, LearnerActor(
-                self.policy_cfg, selection=self.selection, seed=derive_seed(config.seed, 3, 0),
-                num_threads=self.policy_cfg.num_threads, plugins=plugins))]
-        else:
-            self.learners = [learner_cls.options(
-                num_cpus=cc.learner_num_cpus, num_gpus=cc.learner_num_gpus, name=f"learner-{ptype}-{r}",
-                max_concurrency=1, **plan.options(plan.learner_bundle_of(r)),
-            ).remote(self.policy_cfg, selection=self.selection, seed=derive_seed(config.seed, 3, r),
-                     num_threads=self.policy_cfg.num_threads, rank=r, world_size=self.world_size,
-                     offload=cc.offload) for r in range(self.world_size)]
-        self.learner: Any = self.learners[0]  # rank 0: weight-sync source, checkpointed state, evaluation
+        self.learner_group = LearnerGroup(ray, config, self.policy_cfg, self.selection, plugins,
+                                          self.env_group.plan)
+        self.learners = self.learner_group.learners
+        self.learner: Any = self.learner_group.learner  # rank 0: sync source, checkpointed, evaluated
+        self.world_size = self.learner_group.world_size
+        self.in_process = self.learner_group.in_driver  # the learner lives in this (the driver's) process
         self.recreation = RunnerRecreation(self)  # failed env runners, recreated in rounds
         self.seeds = SeedLedger()  # every worker's seed by (group, rank, restart), into RUN_DIR/seeds.jsonl
         for r in range(self.world_size):
@@ -144,16 +130,14 @@ class RayExecution(InferenceServersMixin, StreamingMixin):
                         for w, a in enumerate(self.env_group.actors)]
         bname = buffer.spec.qualified_name if hasattr(buffer, "spec") else config.buffer.type
         bparams = buffer.params if hasattr(buffer, "params") else config.buffer.params
-        extras = self._get([ln.build.remote(self.observation_space, self.action_space) for ln in self.learners],
-                           cc.actor_start_timeout_s, "start the learner")[0]
-        self.needs_next_obs = self._get(
-            [ln.bind_buffer.remote(bname, bparams, self._shard_spec(r, rollout_steps, extras))
-             for r, ln in enumerate(self.learners)], cc.actor_start_timeout_s, "allocate the buffer")[0]
+        extras = self.learner_group.build(self.observation_space, self.action_space)
+        self.needs_next_obs = self.learner_group.bind_buffer(
+            bname, bparams, [self._shard_spec(r, rollout_steps, extras) for r in range(self.world_size)])
         self.startup["learner_s"] = clock() - t2
         self._buffer_args = (bname, bparams, rollout_steps, extras)
         if self.world_size > 1:
             t_dp = clock()
-            self._form_data_parallel()
+            self.learner_group.form_data_parallel(group_backend(ray, config, self.backend_override, self.learners))
             self.startup["data_parallel_s"] = clock() - t_dp
         # how weights travel: weight_sync_plan, the function --dry-run prints
         measured = None
@@ -162,9 +146,12 @@ class RayExecution(InferenceServersMixin, StreamingMixin):
         self.sync_plan = weight_sync_plan(config, weights_nbytes=None if measured is None else int(measured))
         # rollout copies inside the env actors, or inference servers the env actors ask every step
         t3 = clock()
-        self.servers: list[Any] = []
+        self.restarts = 0  # env runners and inference servers recreated, within cluster.max_restarts
+        self.inference: InferenceServers | None = None
         if self.inference_server:
-            self._start_servers()
+            self.inference = InferenceServers(ray, config, self.policy_cfg, self.selection, self.seeds,
+                                              (self.observation_space, self.action_space),
+                                              len(self.env_group.actors), self._count_restart)
         for w, actor in enumerate(self.env_group.actors):
             self._setup_runner(w, actor)
         self._get([*prebuild, *(a.weight_version.remote() for a in self.env_group.actors)],
@@ -176,7 +163,6 @@ class RayExecution(InferenceServersMixin, StreamingMixin):
         self.preprocessors = given or build_preprocessors(config, plugins.registry, self.observation_space,
                                                           self.env_group.total_envs)
         t4 = clock()
-        self.restarts = 0
         self.weight_sync = WeightSync(
             ray, config, self.sync_plan, learner=self.learner, copies=lambda: self.rollout_actors,
             member_name=self._copy_name, runner_name=self._runner_name, in_driver=self.in_process,
@@ -206,20 +192,6 @@ class RayExecution(InferenceServersMixin, StreamingMixin):
                           num_envs=self.env_group.total_envs // w, num_steps=rollout_steps, extras_spec=extras,
                           column_labels=labels if w > 1 else column_labels(self.env_group), device="cpu",
                           seed=self.config.seed if rank == 0 else derive_seed(self.config.seed, 6, rank))
-
-    def _form_data_parallel(self) -> None:
-        """The learners' torch.distributed group (gloo on CPU, nccl with GPUs): rank 0's weights everywhere."""
-        cc = self.config.cluster
-        backend = group_backend(self.ray, self.config, self.backend_override, self.learners)
-        addr, port = self._get(self.learner.free_port.remote(), cc.call_timeout_s, "pick a rendezvous port")
-        sums = self._get([ln.init_data_parallel.remote(addr, port, backend, int(cc.bucket_mb * (1 << 20)))
-                          for ln in self.learners], cc.call_timeout_s, "form the data-parallel learner group")
-        if len(set(sums)) != 1:
-            raise WorkerFailure(f"the data-parallel learners disagree on their initial parameters ({sums})")
-        log.info("data-parallel learners: %d ranks over %s", self.world_size, backend)
-
-    def _learner_failed(self, exc: BaseException) -> WorkerFailure:
-        return WorkerFailure(f"the learner failed; the last checkpoint is intact. Cause: {exc}")
 
     def _bind_shards(self, indices: list[int]) -> None:
         """``cluster.sharded_buffer``: a buffer shard in each of these runners; the learner reads across them."""
@@ -257,6 +229,30 @@ class RayExecution(InferenceServersMixin, StreamingMixin):
         self.seeds.attach(run_dir)
 
     @property
+    def servers(self) -> list[Any]:
+        """The inference servers (none in the env-runner topology)."""
+        return self.inference.servers if self.inference is not None else []
+
+    @property
+    def server_restarts(self) -> list[int]:
+        """Restarts of each inference server."""
+        return self.inference.restarts if self.inference is not None else []
+
+    def _count_restart(self, who: str) -> None:
+        """One more worker recreated (``who`` names it), within ``cluster.max_restarts``."""
+        cc = self.config.cluster
+        self.restarts += 1
+        if self.restarts > cc.max_restarts:
+            raise RestartsUsedUpError(who, cc.max_restarts)
+        log.warning("%s failed; recreating it (restart %d of %d)", who, self.restarts, cc.max_restarts)
+
+    def _revive_servers(self) -> None:
+        """Recreate dead inference servers and re-sync them before any env runner asks them again."""
+        dead = self.inference.revive() if self.inference is not None else []
+        if dead:
+            self.weight_sync.resync(dead)
+
+    @property
     def rollout_actors(self) -> list[Any]:
         """The actors holding rollout copies of the weights: inference servers, or the env runners."""
         return self.servers if self.inference_server else self.env_group.actors
@@ -264,13 +260,8 @@ class RayExecution(InferenceServersMixin, StreamingMixin):
     def _setup_runner(self, w: int, actor: Any) -> None:
         if self.config.cluster.offload:  # a GPU rollout copy leaves the GPU while the learner learns
             actor.set_offload.remote(True)
-        if self.inference_server:
-            server, half = self.routes[w]
-            self._runner_server_gen = getattr(self, "_runner_server_gen", [0] * len(self.routes))
-            self._runner_server_gen[w] = self.server_restarts[server]
-            actor.setup_remote_rollout.remote(self.servers[server], half, self._preprocessor_sources,
-                                              needs_next_obs=self.needs_next_obs, has_value=self._server_has_value,
-                                              timeout_s=self.config.cluster.call_timeout_s)
+        if self.inference is not None:
+            self.inference.attach(w, actor, self._preprocessor_sources, needs_next_obs=self.needs_next_obs)
             return
         actor.setup_rollout.remote(self.policy_cfg, self._preprocessor_sources, policy_seed=self._policy_seed(w),
                                    needs_next_obs=self.needs_next_obs)
@@ -323,30 +314,6 @@ class RayExecution(InferenceServersMixin, StreamingMixin):
     def _call_timeout(self, index: int, steps: int) -> float:
         """:meth:`_env_deadline` in seconds."""
         return self._env_deadline(index, steps).seconds
-
-    def _submit_learn(self, progress: float, chunks: list[Any]) -> tuple[list[Any], Any, Any]:
-        """Every rank gets every chunk ref and stores its own slice of the env columns.
-
-        Returns the metrics refs and, when the weights ride the learn reply (:meth:`_reply_sync`), the refs of
-        rank 0's new weights (a separate return value: the driver passes it on without fetching it) and of their
-        fingerprint (else ``None``, ``None``). An in-process learner (``cluster.num_learners: 0``) learns right
-        here and returns values instead.
-        """
-        reply = self.weight_sync.rides_reply
-        if self.in_process:  # values, not references: the metrics stay here, the weights go inline to the runners
-            out = self.learner.target.learn(progress, *self.ray.get(chunks), with_weights=reply)
-            metrics, weights, fp = out if reply else (out, None, None)
-            return [metrics], weights, fp
-        refs: list[Any] = []
-        weights_ref = fp_ref = None
-        for r, ln in enumerate(self.learners):
-            if reply and r == 0:
-                metrics_ref, weights_ref, fp_ref = ln.learn.options(num_returns=3).remote(progress, *chunks,
-                                                                                          with_weights=True)
-                refs.append(metrics_ref)
-            else:
-                refs.append(ln.learn.remote(progress, *chunks))
-        return refs, weights_ref, fp_ref
 
     def collect(self, num_steps: int) -> list[RolloutStats]:
         """Every env runner collects a chunk in parallel; the chunks stay in the object store for :meth:`learn`.
@@ -410,18 +377,9 @@ class RayExecution(InferenceServersMixin, StreamingMixin):
         if self.config.cluster.offload:  # the rollout copies idle while the learner learns
             for a in self.rollout_actors:
                 a.offload_idle.remote()
-        refs, weights_ref, fp = self._submit_learn(progress, chunks)
-        try:
-            if self.in_process:
-                results = refs
-            elif fp is not None:  # the weights' fingerprint (a few bytes) comes with the metrics
-                *results, fp = self.ray.get([*refs, fp], timeout=self.config.cluster.call_timeout_s)
-            else:
-                results = self.ray.get(refs, timeout=self.config.cluster.call_timeout_s)
-        except self.ray.exceptions.RayActorError as exc:
-            raise self._learner_failed(exc) from exc
-        self.weight_sync.fresh = None if weights_ref is None else (weights_ref, fp)
-        return mean_metrics(results)
+        metrics, weights, fp = self.learner_group.learn(progress, chunks, with_weights=self.weight_sync.rides_reply)
+        self.weight_sync.fresh = None if weights is None else (weights, fp)
+        return metrics
 
     def sync(self) -> tuple[int, dict[str, float]]:
         """Push the learner's weights (and merged preprocessor statistics) to every rollout copy."""
@@ -432,8 +390,7 @@ class RayExecution(InferenceServersMixin, StreamingMixin):
         version, metrics = self.weight_sync.sync(blocking=blocking)
         self._push_preprocessors()
         if self.config.cluster.offload:  # the learners are idle until the next learn: free their GPU memory
-            for ln in self.learners:
-                ln.offload_idle.remote()
+            self.learner_group.offload_idle()
         metrics["sync/seconds"] = time.perf_counter() - t0
         metrics["sync/version"] = float(version)
         metrics["fault/worker_restarts"] = float(self.restarts)
@@ -466,14 +423,8 @@ class RayExecution(InferenceServersMixin, StreamingMixin):
 
     def state_dict(self) -> dict[str, Any]:
         """Learner + buffer (from the learner actor), merged preprocessors, env runners, weight version."""
-        timeout = self.config.cluster.call_timeout_s
-        remote = self._get(self.learner.state_dict.remote(), timeout, "fetch the learner state")
-        buffer = remote["buffer"]
-        if self.world_size > 1:  # rank 0 writes the learner; every rank's buffer shard is kept
-            others = self._get([ln.buffer_state.remote() for ln in self.learners[1:]], timeout,
-                               "fetch the buffer shards")
-            buffer = {"shards": [buffer, *others]}
-        return {"policy": {"learner": remote["learner"], "version": self.version}, "buffer": buffer,
+        learner, buffer = self.learner_group.state_dict()
+        return {"policy": {"learner": learner, "version": self.version}, "buffer": buffer,
                 "preprocessors": [p.state_dict() for p in self.preprocessors], "runners": self._runner_states()}
 
     def _runner_states(self) -> list[dict[str, Any]]:
@@ -508,14 +459,7 @@ class RayExecution(InferenceServersMixin, StreamingMixin):
     def load_state_dict(self, state: dict[str, Any]) -> list[bool]:
         """Restore; a different number of env workers than at save time resets the envs instead."""
         timeout = self.config.cluster.call_timeout_s
-        buffer = state["buffer"]
-        shards = buffer["shards"] if isinstance(buffer, dict) and "shards" in buffer else [buffer]
-        if len(shards) != self.world_size:
-            log.warning("the checkpoint has %d buffer shard(s) for %d learner(s): learning resumes with empty "
-                        "buffers", len(shards), self.world_size)
-            shards = [None] * self.world_size
-        self._get([ln.load_state_dict.remote({"learner": state["policy"]["learner"], "buffer": b})
-                   for ln, b in zip(self.learners, shards, strict=True)], timeout, "restore the learner")
+        self.learner_group.load_state_dict(state["policy"]["learner"], state["buffer"])
         for p, s in zip(self.preprocessors, state["preprocessors"], strict=True):
             p.load_state_dict(s)
         self.version = int(state["policy"]["version"]) - 1
@@ -537,9 +481,9 @@ class RayExecution(InferenceServersMixin, StreamingMixin):
         self._closed = True
         self.seeds.close()
         self.weight_sync.close()
-        for actor in [*self.servers, *self.learners]:
-            with contextlib.suppress(Exception):
-                self.ray.kill(actor, no_restart=True)
+        if self.inference is not None:
+            self.inference.close()
+        self.learner_group.close()
         if self.owns_env_group:  # else the caller's RemoteEnvGroup (and the cluster it started) stay up
             self.env_group.close()
             self.cluster.shutdown()

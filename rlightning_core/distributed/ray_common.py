@@ -1,36 +1,21 @@
-"""Pieces shared by the Ray execution and its mixins: the failure error, metric averaging, sync constants."""
+"""Pieces shared by the Ray execution's parts: the failure error, metric averaging, sync constants."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from rlightning_core.config.checks import SYNC_ENGINES
 from rlightning_core.errors import RlightningError
 
-if TYPE_CHECKING:
-    from rlightning_core.config.schema import MainConfig
-
-__all__ = ["REPLY_SYNC_MAX_BYTES", "SYNC_ENGINES", "PackedWeights", "RayExecutionState", "WorkerFailure",
+__all__ = ["REPLY_SYNC_MAX_BYTES", "SYNC_ENGINES", "PackedWeights", "WorkerFailure",
            "collective_backend", "get", "mean_metrics", "pack_weights", "strip_private",
            "unpack_weights"]
 
 
 #: ``weight_sync: auto`` on CPU learners: weights up to this size ride the learner's reply (no collective).
 REPLY_SYNC_MAX_BYTES = 1 << 20
-
-
-class RayExecutionState:
-    """The attributes of :class:`~rlightning_core.distributed.execution.RayExecution` its mixins use (types only)."""
-
-    config: MainConfig
-    ray: Any
-    env_group: Any
-    learner: Any
-    learners: list[Any]
-    preprocessors: list[Any]
-    version: int
 
 
 def collective_backend(requested: str, devices: list[str]) -> tuple[str, str]:

@@ -107,8 +107,7 @@ class RunnerRecreation:
         if not ex.inference_server:
             return False
         ex._revive_servers()  # the env actor may have failed only because its server died
-        server = ex.routes[index][0]
-        if ex._runner_server_gen[index] == ex.server_restarts[server] or not ex._alive(index):
+        if not ex.inference.lost_server(index) or not self.alive(index):
             return False
         log.warning("env worker %d lost its inference server; re-attached to the new one (episodes in "
                     "flight dropped)", index)
@@ -119,6 +118,15 @@ class RunnerRecreation:
             ex.env_group.actors[index].load_preprocessor_states.remote(
                 [_strip_private(p.state_dict()) for p in ex.preprocessors])
         return True
+
+    def alive(self, index: int) -> bool:
+        """Whether runner ``index`` answers (within 30 s at most)."""
+        ex = self.ex
+        try:
+            ex.ray.get(ex.env_group.actors[index].pid.remote(), timeout=min(30.0, ex.config.cluster.call_timeout_s))
+            return True
+        except Exception:
+            return False
 
     def give_up(self, failed: Sequence[tuple[int, BaseException]]) -> None:
         """Restarts are used up: kill this round's failed runners (a hung one cannot close) and stop the run."""

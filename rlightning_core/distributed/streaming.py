@@ -6,32 +6,30 @@ import time
 from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from rlightning_core.distributed.ray_common import RayExecutionState, WorkerFailure, mean_metrics
+from rlightning_core.distributed.ray_common import WorkerFailure
 from rlightning_core.env.runner import EnvStepError, RolloutStats
 
-__all__ = ["StreamingMixin"]
+__all__ = ["StreamingCalls"]
 
 
-class StreamingMixin(RayExecutionState):
-    """Mixed into :class:`~rlightning_core.distributed.execution.RayExecution`, whose state it uses."""
+class StreamingCalls:
+    """The streaming half of :class:`~rlightning_core.distributed.execution.RayExecution` (its only base)."""
 
+    config: Any
+    ray: Any
+    env_group: Any
+    weight_sync: Any
+    learner_group: Any
     restarts: int
     _in_flight: dict[int, list[int]]
-
-    weight_sync: Any
+    _pending_chunks: list[Any]
 
     if TYPE_CHECKING:
         def _restart_runner(self, index: int, exc: BaseException) -> Any: ...
 
         def _merge_preprocessors(self, stats: list[Any]) -> None: ...
 
-        def _learner_failed(self, exc: BaseException) -> WorkerFailure: ...
-
         def _push_preprocessors(self) -> None: ...
-
-        def _get(self, refs: Any, timeout: float, what: str) -> Any: ...
-
-    _pending_chunks: list[Any]
 
     @property
     def num_runners(self) -> int:
@@ -62,8 +60,7 @@ class StreamingMixin(RayExecutionState):
 
     def buffer_size(self) -> int:
         """Transitions the learner's (rank 0's) buffer holds."""
-        return int(self._get(self.learners[0].buffer_size.remote(), self.config.cluster.call_timeout_s,
-                             "query the buffer"))
+        return int(self.learner_group.get(self.learner_group.learner.buffer_size.remote(), "query the buffer"))
 
     def wait(self, handles: Sequence[Hashable], timeout: float) -> list[Hashable]:
         """``ray.wait`` for the first of ``handles`` (object refs), then every one finished by then.
@@ -105,30 +102,13 @@ class StreamingMixin(RayExecutionState):
     def start_learn(self, progress: float, chunks: list[Any], *, version: int, max_staleness: int | None) -> Any:
         """Queue on the learner(s): store ``chunks`` (refs) within the staleness bound, then learn once.
 
-        Returns the ref of rank 0's :meth:`LearnerActor.learn_chunks` result without waiting (the other ranks'
-        refs are kept for :meth:`finish_learn`).
+        Returns the ref of rank 0's :meth:`LearnerActor.learn_chunks` result without waiting.
         """
-        refs = [ln.learn_chunks.remote(progress, version, max_staleness, *chunks) for ln in self.learners]
-        if len(refs) > 1:
-            self._rank_refs = getattr(self, "_rank_refs", {})
-            self._rank_refs[refs[0]] = refs[1:]
-        return refs[0]
+        return self.learner_group.start_learn(progress, chunks, version=version, max_staleness=max_staleness)
 
     def finish_learn(self, ref: Any) -> dict[str, Any]:
         """The result of a learn call started with :meth:`start_learn`."""
-        others = getattr(self, "_rank_refs", {}).pop(ref, [])
-        try:
-            results = [dict(r) for r in self.ray.get([ref, *others], timeout=self.config.cluster.call_timeout_s)]
-        except self.ray.exceptions.RayActorError as exc:
-            raise self._learner_failed(exc) from exc
-        except self.ray.exceptions.GetTimeoutError:
-            raise WorkerFailure(f"the learner did not answer within cluster.call_timeout_s="
-                                f"{self.config.cluster.call_timeout_s:.0f}s") from None
-        if len(results) == 1:
-            return results[0]
-        first = results[0]  # every rank saw the same chunks: lags and drops agree; metrics are averaged
-        return {**first, "metrics": mean_metrics([r["metrics"] for r in results]),
-                "busy_s": max(float(r["busy_s"]) for r in results)}
+        return self.learner_group.finish_learn(ref)
 
     def publish_weights(self) -> tuple[int, dict[str, float]]:
         """Send the learner's current weights (and merged preprocessor statistics) to every runner.
