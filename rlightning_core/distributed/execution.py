@@ -22,25 +22,21 @@ from rlightning_core.distributed.deadlines import (
     env_work_deadline,
     name_runner,
 )
-from rlightning_core.distributed.env_group import RemoteEnvGroup, remote_class
-from rlightning_core.distributed.inference_servers import InferenceServersMixin
+from rlightning_core.distributed.env_group import RemoteEnvGroup
+from rlightning_core.distributed.inference_servers import InferenceServers
+from rlightning_core.distributed.learner_group import LearnerGroup
 from rlightning_core.distributed.placement import PlacementPlan
 from rlightning_core.distributed.plan import SyncPlan, needs_weights_size, weight_sync_plan
-from rlightning_core.distributed.ray_common import (
-    REPLY_SYNC_MAX_BYTES,
-    WorkerFailure,
-    collective_backend,
-    mean_metrics,
-)
+from rlightning_core.distributed.ray_common import REPLY_SYNC_MAX_BYTES, WorkerFailure, get, mean_metrics, strip_private
 from rlightning_core.distributed.restarts import RunnerRecreation, wait_each
 from rlightning_core.distributed.seed_ledger import SeedLedger
-from rlightning_core.distributed.streaming import StreamingMixin
-from rlightning_core.distributed.sync_strategies import WeightSyncMixin
-from rlightning_core.distributed.weight_check import WeightCheckMixin, WeightSyncMismatch
+from rlightning_core.distributed.streaming import StreamingCalls
+from rlightning_core.distributed.weight_check import WeightSyncMismatch
+from rlightning_core.distributed.weight_sync import WeightSync, group_backend
 from rlightning_core.engine.execution import build_preprocessors, column_labels
 from rlightning_core.env.runner import EnvStepError, RolloutStats
 from rlightning_core.env.seeding import derive_seed
-from rlightning_core.errors import ConfigError
+from rlightning_core.errors import ConfigError, RestartsUsedUpError
 
 __all__ = ["REPLY_SYNC_MAX_BYTES", "RayExecution", "WeightSyncMismatch", "WorkerFailure", "check_resources",
            "mean_metrics"]
@@ -69,7 +65,7 @@ def check_resources(config: MainConfig, available: dict[str, float]) -> None:
         raise ConfigError(problems)
 
 
-class RayExecution(InferenceServersMixin, WeightSyncMixin, WeightCheckMixin, StreamingMixin):
+class RayExecution(StreamingCalls):
     """:class:`~rlightning_core.engine.contract.Execution` on a Ray cluster: submitted work runs in actors."""
 
     mode = "ray"
@@ -86,9 +82,6 @@ class RayExecution(InferenceServersMixin, WeightSyncMixin, WeightCheckMixin, Str
         self._preprocessor_sources: list[Any] = ([(type(p), p.params) for p in given] if given
                                                  else list(config.preprocessors))
         self.policy_cfg = policy_group.policy_cfg
-        self._expected: dict[int, tuple[Any, str | None]] = {}  # the learner's fingerprint of each version
-        self.verified_copies = 0  # rollout copies found equal to the learner after a sync (WeightCheckMixin)
-        self._exempt: dict[int, int] = {}  # runner -> the version a restart re-sent it (the learner's weights then)
         self.backend_override = getattr(policy_group, "backend", "auto")  # build_policy_group(backend=...)
         cc = config.cluster  # combinations no run can start with were refused when the config was built
         self.inference_server = cc.topology == "inference_server"
@@ -113,29 +106,14 @@ class RayExecution(InferenceServersMixin, WeightSyncMixin, WeightCheckMixin, Str
                                          num_threads=self.policy_cfg.num_threads, plan=PlacementPlan.for_run(config),
                                          preprocess_fn=getattr(env_group, "config_preprocess_fns", None))
                           if self.owns_env_group else env_group)
-        # learner actor, with the buffer next to it: its process starts while the env actors start
-        from rlightning_core.distributed.learner import LearnerActor
-
+        # the learners, each with its buffer: their processes start while the env actors start
         self.selection = plugins.selection()
-        ptype = self.policy_cfg.type.replace(":", "-")
-        self.world_size = max(cc.num_learners, 1)
-        learner_cls = remote_class(ray, LearnerActor, {})
-        plan = self.env_group.plan
-        self.in_process = cc.num_learners == 0  # the learner lives in this (the driver's) process
-        if self.in_process:
-            from rlightning_core.distributed.in_process import InProcessActor
-
-            self.learners: list[Any] = [InProcessActor(ray, LearnerActor(
-                self.policy_cfg, selection=self.selection, seed=derive_seed(config.seed, 3, 0),
-                num_threads=self.policy_cfg.num_threads, plugins=plugins))]
-        else:
-            self.learners = [learner_cls.options(
-                num_cpus=cc.learner_num_cpus, num_gpus=cc.learner_num_gpus, name=f"learner-{ptype}-{r}",
-                max_concurrency=1, **plan.options(plan.learner_bundle_of(r)),
-            ).remote(self.policy_cfg, selection=self.selection, seed=derive_seed(config.seed, 3, r),
-                     num_threads=self.policy_cfg.num_threads, rank=r, world_size=self.world_size,
-                     offload=cc.offload) for r in range(self.world_size)]
-        self.learner: Any = self.learners[0]  # rank 0: weight-sync source, checkpointed state, evaluation
+        self.learner_group = LearnerGroup(ray, config, self.policy_cfg, self.selection, plugins,
+                                          self.env_group.plan)
+        self.learners = self.learner_group.learners
+        self.learner: Any = self.learner_group.learner  # rank 0: sync source, checkpointed, evaluated
+        self.world_size = self.learner_group.world_size
+        self.in_process = self.learner_group.in_driver  # the learner lives in this (the driver's) process
         self.recreation = RunnerRecreation(self)  # failed env runners, recreated in rounds
         self.seeds = SeedLedger()  # every worker's seed by (group, rank, restart), into RUN_DIR/seeds.jsonl
         for r in range(self.world_size):
@@ -152,32 +130,28 @@ class RayExecution(InferenceServersMixin, WeightSyncMixin, WeightCheckMixin, Str
                         for w, a in enumerate(self.env_group.actors)]
         bname = buffer.spec.qualified_name if hasattr(buffer, "spec") else config.buffer.type
         bparams = buffer.params if hasattr(buffer, "params") else config.buffer.params
-        extras = self._get([ln.build.remote(self.observation_space, self.action_space) for ln in self.learners],
-                           cc.actor_start_timeout_s, "start the learner")[0]
-        self.needs_next_obs = self._get(
-            [ln.bind_buffer.remote(bname, bparams, self._shard_spec(r, rollout_steps, extras))
-             for r, ln in enumerate(self.learners)], cc.actor_start_timeout_s, "allocate the buffer")[0]
+        extras = self.learner_group.build(self.observation_space, self.action_space)
+        self.needs_next_obs = self.learner_group.bind_buffer(
+            bname, bparams, [self._shard_spec(r, rollout_steps, extras) for r in range(self.world_size)])
         self.startup["learner_s"] = clock() - t2
         self._buffer_args = (bname, bparams, rollout_steps, extras)
         if self.world_size > 1:
             t_dp = clock()
-            self._form_data_parallel()
+            self.learner_group.form_data_parallel(group_backend(ray, config, self.backend_override, self.learners))
             self.startup["data_parallel_s"] = clock() - t_dp
         # how weights travel: weight_sync_plan, the function --dry-run prints
-        self.version = 0
         measured = None
         if needs_weights_size(config):
             measured = float(self._get(self.learner.weights_nbytes.remote(), cc.call_timeout_s, "size the weights"))
-        self._sync_info: dict[str, float] = {} if measured is None else {"bytes": measured}
         self.sync_plan = weight_sync_plan(config, weights_nbytes=None if measured is None else int(measured))
-        self.strategy = self.sync_plan.strategy
-        # inline: the weights ride the learn reply (the first sync and re-syncs go through the object store)
-        self._reply_weights = self.sync_plan.transport == "inline"
         # rollout copies inside the env actors, or inference servers the env actors ask every step
         t3 = clock()
-        self.servers: list[Any] = []
+        self.restarts = 0  # env runners and inference servers recreated, within cluster.max_restarts
+        self.inference: InferenceServers | None = None
         if self.inference_server:
-            self._start_servers()
+            self.inference = InferenceServers(ray, config, self.policy_cfg, self.selection, self.seeds,
+                                              (self.observation_space, self.action_space),
+                                              len(self.env_group.actors), self._count_restart)
         for w, actor in enumerate(self.env_group.actors):
             self._setup_runner(w, actor)
         self._get([*prebuild, *(a.weight_version.remote() for a in self.env_group.actors)],
@@ -188,41 +162,26 @@ class RayExecution(InferenceServersMixin, WeightSyncMixin, WeightCheckMixin, Str
         self.startup["rollout_setup_s"] = clock() - t3
         self.preprocessors = given or build_preprocessors(config, plugins.registry, self.observation_space,
                                                           self.env_group.total_envs)
-        # weight sync group
         t4 = clock()
-        self._staging_refs: list[Any] = []
-        self._sync_refs: list[Any] = []  # a weight transfer queued ahead of the runners' next collect
-        self._fresh_weights: Any = None  # ref of rank 0's weights from the last learn reply
-        self._fresh_fp: Any = None  # ... and of their fingerprint
-        self._weights_with_collect: Any = None  # an in-driver learner's weights, sent with the next collect
-        self._blocking_sync = True  # the first sync (and re-syncs after restarts, resumes) completes at once
-        if self.strategy in ("broadcast", "double_buffer"):
-            self._form_group()
-        if self.strategy == "double_buffer":
-            self._enable_double_buffer(self.env_group.actors)
-        elif self.strategy == "node_shared":
-            self._setup_shared()
+        self.weight_sync = WeightSync(
+            ray, config, self.sync_plan, learner=self.learner, copies=lambda: self.rollout_actors,
+            member_name=self._copy_name, runner_name=self._runner_name, in_driver=self.in_process,
+            servers=self.inference_server, backend_override=self.backend_override, nbytes=measured or 0.0)
+        self.weight_sync.start()
         self.startup["process_group_s"] = clock() - t4
         t5 = clock()
-        self.sync()
-        self._blocking_sync = False
+        self._sync(blocking=True)  # the first sync completes at once
         self.startup["first_sync_s"] = clock() - t5
         self.startup["total_s"] = clock() - t0 + (0.0 if self.cluster.init_s else started_by_group)
         self._pending_chunks: list[Any] = []
         self._eval_policy: Any = None
         self._eval_version = -1
-        self.restarts = 0
         self._in_flight: dict[int, list[int]] = {}  # per runner: steps of the streamed collects it has queued
         log.info("ray startup: %s", ", ".join(f"{k[:-2]} {v:.2f}s" for k, v in self.startup.items()))
 
     # -- helpers -----------------------------------------------------------------------------------------
     def _get(self, refs: Any, timeout: float, what: str) -> Any:
-        try:
-            return self.ray.get(refs, timeout=timeout)
-        except self.ray.exceptions.GetTimeoutError:
-            raise WorkerFailure(f"timed out after {timeout:.0f}s waiting to {what} (cluster.call_timeout_s / "
-                                "cluster.actor_start_timeout_s; are there enough CPUs/GPUs for every actor?)") \
-                from None
+        return get(self.ray, refs, timeout, what)
 
     def _shard_spec(self, rank: int, rollout_steps: int, extras: dict[str, Any]) -> BufferSpec:
         """The buffer (shard) of learner ``rank``: an equal slice of every worker's env columns."""
@@ -233,39 +192,6 @@ class RayExecution(InferenceServersMixin, WeightSyncMixin, WeightCheckMixin, Str
                           num_envs=self.env_group.total_envs // w, num_steps=rollout_steps, extras_spec=extras,
                           column_labels=labels if w > 1 else column_labels(self.env_group), device="cpu",
                           seed=self.config.seed if rank == 0 else derive_seed(self.config.seed, 6, rank))
-
-    def _form_data_parallel(self) -> None:
-        """The learners' torch.distributed group (gloo on CPU, nccl with GPUs): rank 0's weights everywhere."""
-        cc = self.config.cluster
-        backend = self.backend(self.learners)
-        addr, port = self._get(self.learner.free_port.remote(), cc.call_timeout_s, "pick a rendezvous port")
-        sums = self._get([ln.init_data_parallel.remote(addr, port, backend, int(cc.bucket_mb * (1 << 20)))
-                          for ln in self.learners], cc.call_timeout_s, "form the data-parallel learner group")
-        if len(set(sums)) != 1:
-            raise WorkerFailure(f"the data-parallel learners disagree on their initial parameters ({sums})")
-        log.info("data-parallel learners: %d ranks over %s", self.world_size, backend)
-
-    def backend(self, members: Sequence[Any]) -> str:
-        """The torch.distributed backend of a group of ``members``.
-
-        ``cluster.backend`` (or the ``build_policy_group`` override), else :func:`collective_backend` from where
-        each member's weights live: nccl only when every member has a GPU of its own.
-        """
-        override = getattr(self, "backend_override", "auto")
-        cc = self.config.cluster
-        requested = override if override != "auto" else cc.backend
-        if requested != "auto":
-            return requested
-        if not cc.learner_num_gpus and not cc.inference_server_num_gpus:
-            return "gloo"  # no GPU anywhere: no need to ask the members
-        devices = [str(d) for d in self._get([m.sync_device.remote() for m in members], cc.call_timeout_s,
-                                             "locate the weights' devices")]
-        backend, why = collective_backend("auto", devices)
-        log.info("weight-sync group of %d ranks: %s (%s)", len(devices), backend, why)
-        return backend
-
-    def _learner_failed(self, exc: BaseException) -> WorkerFailure:
-        return WorkerFailure(f"the learner failed; the last checkpoint is intact. Cause: {exc}")
 
     def _bind_shards(self, indices: list[int]) -> None:
         """``cluster.sharded_buffer``: a buffer shard in each of these runners; the learner reads across them."""
@@ -303,6 +229,30 @@ class RayExecution(InferenceServersMixin, WeightSyncMixin, WeightCheckMixin, Str
         self.seeds.attach(run_dir)
 
     @property
+    def servers(self) -> list[Any]:
+        """The inference servers (none in the env-runner topology)."""
+        return self.inference.servers if self.inference is not None else []
+
+    @property
+    def server_restarts(self) -> list[int]:
+        """Restarts of each inference server."""
+        return self.inference.restarts if self.inference is not None else []
+
+    def _count_restart(self, who: str) -> None:
+        """One more worker recreated (``who`` names it), within ``cluster.max_restarts``."""
+        cc = self.config.cluster
+        self.restarts += 1
+        if self.restarts > cc.max_restarts:
+            raise RestartsUsedUpError(who, cc.max_restarts)
+        log.warning("%s failed; recreating it (restart %d of %d)", who, self.restarts, cc.max_restarts)
+
+    def _revive_servers(self) -> None:
+        """Recreate dead inference servers and re-sync them before any env runner asks them again."""
+        dead = self.inference.revive() if self.inference is not None else []
+        if dead:
+            self.weight_sync.resync(dead)
+
+    @property
     def rollout_actors(self) -> list[Any]:
         """The actors holding rollout copies of the weights: inference servers, or the env runners."""
         return self.servers if self.inference_server else self.env_group.actors
@@ -310,51 +260,38 @@ class RayExecution(InferenceServersMixin, WeightSyncMixin, WeightCheckMixin, Str
     def _setup_runner(self, w: int, actor: Any) -> None:
         if self.config.cluster.offload:  # a GPU rollout copy leaves the GPU while the learner learns
             actor.set_offload.remote(True)
-        if self.inference_server:
-            server, half = self.routes[w]
-            self._runner_server_gen = getattr(self, "_runner_server_gen", [0] * len(self.routes))
-            self._runner_server_gen[w] = self.server_restarts[server]
-            actor.setup_remote_rollout.remote(self.servers[server], half, self._preprocessor_sources,
-                                              needs_next_obs=self.needs_next_obs, has_value=self._server_has_value,
-                                              timeout_s=self.config.cluster.call_timeout_s)
+        if self.inference is not None:
+            self.inference.attach(w, actor, self._preprocessor_sources, needs_next_obs=self.needs_next_obs)
             return
         actor.setup_rollout.remote(self.policy_cfg, self._preprocessor_sources, policy_seed=self._policy_seed(w),
                                    needs_next_obs=self.needs_next_obs)
 
-    def _form_group(self) -> None:
-        """(Re)form the torch.distributed group: learner rank 0, env runners 1..K."""
-        cc = self.config.cluster
-        members = [self.learner, *self.rollout_actors]
-        backend = self.backend(members)
-        addr, port = self._get(self.learner.free_port.remote(), cc.call_timeout_s, "pick a rendezvous port")
-        bucket = int(cc.bucket_mb * (1 << 20))
-        # every member is idle here (hung runners were recreated first): the rendezvous is bounded like a
-        # transfer, in the driver and in each member's torch.distributed store alike
-        refs = [m.init_collective.remote(addr, port, rank, len(members), backend, bucket, cc.call_timeout_s)
-                for rank, m in enumerate(members)]
-        _, pending = self.ray.wait(refs, num_returns=len(refs), timeout=cc.call_timeout_s)
-        if pending:
-            missing = [self._member_name(refs.index(r)) for r in pending]
-            raise WorkerFailure(f"the weight-sync group ({backend}, rendezvous at {addr}:{port}) did not form within "
-                                f"cluster.call_timeout_s={cc.call_timeout_s:g}s: {', '.join(missing)} did not join")
-        sigs = []
-        for rank, ref in enumerate(refs):
-            try:
-                sigs.append(self.ray.get(ref))
-            except self.ray.exceptions.RayActorError as exc:
-                raise WorkerFailure(f"{self._member_name(rank)} died while the weight-sync group formed: {exc}") \
-                    from exc
-        if len(set(sigs)) != 1:
-            raise WorkerFailure(f"learner and rollout copies disagree on the weight layout ({sigs}); the same "
-                                "policy class and spaces must be used everywhere")
+    def _copy_name(self, index: int) -> str:
+        """How messages name rollout copy ``index``: an inference server or an env runner."""
+        return f"inference server {index}" if self.inference_server else name_runner(self.env_group.slots[index])
 
-    def _member_name(self, rank: int) -> str:
-        """Who rank ``rank`` of the weight-sync group is: the learner, an env runner or an inference server."""
-        if rank == 0:
-            return "the learner"
-        if self.inference_server:
-            return f"inference server {rank - 1}"
-        return name_runner(self.env_group.slots[rank - 1])
+    def _runner_name(self, index: int) -> str:
+        slot = self.env_group.slots[index]
+        return f"env worker {index} (env[{slot.config_index}] {slot.label}, worker {slot.worker_index})"
+
+    @property
+    def version(self) -> int:
+        """The version of the weights the last sync sent."""
+        return self.weight_sync.version
+
+    @version.setter
+    def version(self, value: int) -> None:
+        self.weight_sync.version = value
+
+    @property
+    def strategy(self) -> str:
+        """The weight sync's mechanism (:attr:`~.plan.SyncPlan.strategy`)."""
+        return self.sync_plan.strategy
+
+    @property
+    def verified_copies(self) -> int:
+        """Rollout-copy reports found equal to the learner's weights so far."""
+        return self.weight_sync.check.verified_copies
 
     # -- the execution interface ---------------------------------------------------------------------------
     def reset(self, seed: int) -> None:
@@ -378,37 +315,13 @@ class RayExecution(InferenceServersMixin, WeightSyncMixin, WeightCheckMixin, Str
         """:meth:`_env_deadline` in seconds."""
         return self._env_deadline(index, steps).seconds
 
-    def _submit_learn(self, progress: float, chunks: list[Any]) -> tuple[list[Any], Any, Any]:
-        """Every rank gets every chunk ref and stores its own slice of the env columns.
-
-        Returns the metrics refs and, when the weights ride the learn reply (:meth:`_reply_sync`), the refs of
-        rank 0's new weights (a separate return value: the driver passes it on without fetching it) and of their
-        fingerprint (else ``None``, ``None``). An in-process learner (``cluster.num_learners: 0``) learns right
-        here and returns values instead.
-        """
-        reply = self._reply_sync()
-        if self.in_process:  # values, not references: the metrics stay here, the weights go inline to the runners
-            out = self.learner.target.learn(progress, *self.ray.get(chunks), with_weights=reply)
-            metrics, weights, fp = out if reply else (out, None, None)
-            return [metrics], weights, fp
-        refs: list[Any] = []
-        weights_ref = fp_ref = None
-        for r, ln in enumerate(self.learners):
-            if reply and r == 0:
-                metrics_ref, weights_ref, fp_ref = ln.learn.options(num_returns=3).remote(progress, *chunks,
-                                                                                          with_weights=True)
-                refs.append(metrics_ref)
-            else:
-                refs.append(ln.learn.remote(progress, *chunks))
-        return refs, weights_ref, fp_ref
-
     def collect(self, num_steps: int) -> list[RolloutStats]:
         """Every env runner collects a chunk in parallel; the chunks stay in the object store for :meth:`learn`.
 
         A runner that dies, hangs past its collect deadline (:mod:`.deadlines`), or whose env raises is recreated
         and collects again.
         """
-        ride, self._weights_with_collect = self._weights_with_collect or (), None
+        ride = self.weight_sync.take_ride()
         calls = [a.collect.options(num_returns=2).remote(num_steps, *ride) for a in self.env_group.actors]
         chunks: list[Any] = [c[0] for c in calls]
         todo = {i: c[1] for i, c in enumerate(calls)}
@@ -437,8 +350,8 @@ class RayExecution(InferenceServersMixin, WeightSyncMixin, WeightCheckMixin, Str
             if n:
                 stats[i].restarts += n
                 stats[i].dropped_episodes += n * self.env_group.slots[i].cfg.num_envs
-        self._finish_sync()  # ran before the chunks on every runner; a restart above already re-synced
-        self._check_reports(stats)  # the runners' fingerprints of the weights they collected with
+        self.weight_sync.finish()  # ran before the chunks on every runner; a restart above already re-synced
+        self.weight_sync.check.check_reports(stats)  # the runners' fingerprints of the weights they collected with
         self._pending_chunks = chunks
         self._merge_preprocessors(stats)
         return stats
@@ -464,18 +377,31 @@ class RayExecution(InferenceServersMixin, WeightSyncMixin, WeightCheckMixin, Str
         if self.config.cluster.offload:  # the rollout copies idle while the learner learns
             for a in self.rollout_actors:
                 a.offload_idle.remote()
-        refs, weights_ref, fp = self._submit_learn(progress, chunks)
-        try:
-            if self.in_process:
-                results = refs
-            elif fp is not None:  # the weights' fingerprint (a few bytes) comes with the metrics
-                *results, fp = self.ray.get([*refs, fp], timeout=self.config.cluster.call_timeout_s)
-            else:
-                results = self.ray.get(refs, timeout=self.config.cluster.call_timeout_s)
-        except self.ray.exceptions.RayActorError as exc:
-            raise self._learner_failed(exc) from exc
-        self._fresh_weights, self._fresh_fp = weights_ref, fp
-        return mean_metrics(results)
+        metrics, weights, fp = self.learner_group.learn(progress, chunks, with_weights=self.weight_sync.rides_reply)
+        self.weight_sync.fresh = None if weights is None else (weights, fp)
+        return metrics
+
+    def sync(self) -> tuple[int, dict[str, float]]:
+        """Push the learner's weights (and merged preprocessor statistics) to every rollout copy."""
+        return self._sync(blocking=False)
+
+    def _sync(self, *, blocking: bool) -> tuple[int, dict[str, float]]:
+        t0 = time.perf_counter()
+        version, metrics = self.weight_sync.sync(blocking=blocking)
+        self._push_preprocessors()
+        if self.config.cluster.offload:  # the learners are idle until the next learn: free their GPU memory
+            self.learner_group.offload_idle()
+        metrics["sync/seconds"] = time.perf_counter() - t0
+        metrics["sync/version"] = float(version)
+        metrics["fault/worker_restarts"] = float(self.restarts)
+        return version, metrics
+
+    def _push_preprocessors(self) -> None:
+        """The merged preprocessor statistics to every env runner, ordered before its next collect."""
+        if self.preprocessors:
+            states = [strip_private(p.state_dict()) for p in self.preprocessors]
+            for a in self.env_group.actors:
+                a.load_preprocessor_states.remote(states)
 
     def eval_policy(self) -> Any:
         """A policy in the driver holding the learner's current weights (for evaluation)."""
@@ -497,14 +423,8 @@ class RayExecution(InferenceServersMixin, WeightSyncMixin, WeightCheckMixin, Str
 
     def state_dict(self) -> dict[str, Any]:
         """Learner + buffer (from the learner actor), merged preprocessors, env runners, weight version."""
-        timeout = self.config.cluster.call_timeout_s
-        remote = self._get(self.learner.state_dict.remote(), timeout, "fetch the learner state")
-        buffer = remote["buffer"]
-        if self.world_size > 1:  # rank 0 writes the learner; every rank's buffer shard is kept
-            others = self._get([ln.buffer_state.remote() for ln in self.learners[1:]], timeout,
-                               "fetch the buffer shards")
-            buffer = {"shards": [buffer, *others]}
-        return {"policy": {"learner": remote["learner"], "version": self.version}, "buffer": buffer,
+        learner, buffer = self.learner_group.state_dict()
+        return {"policy": {"learner": learner, "version": self.version}, "buffer": buffer,
                 "preprocessors": [p.state_dict() for p in self.preprocessors], "runners": self._runner_states()}
 
     def _runner_states(self) -> list[dict[str, Any]]:
@@ -539,22 +459,11 @@ class RayExecution(InferenceServersMixin, WeightSyncMixin, WeightCheckMixin, Str
     def load_state_dict(self, state: dict[str, Any]) -> list[bool]:
         """Restore; a different number of env workers than at save time resets the envs instead."""
         timeout = self.config.cluster.call_timeout_s
-        buffer = state["buffer"]
-        shards = buffer["shards"] if isinstance(buffer, dict) and "shards" in buffer else [buffer]
-        if len(shards) != self.world_size:
-            log.warning("the checkpoint has %d buffer shard(s) for %d learner(s): learning resumes with empty "
-                        "buffers", len(shards), self.world_size)
-            shards = [None] * self.world_size
-        self._get([ln.load_state_dict.remote({"learner": state["policy"]["learner"], "buffer": b})
-                   for ln, b in zip(self.learners, shards, strict=True)], timeout, "restore the learner")
+        self.learner_group.load_state_dict(state["policy"]["learner"], state["buffer"])
         for p, s in zip(self.preprocessors, state["preprocessors"], strict=True):
             p.load_state_dict(s)
         self.version = int(state["policy"]["version"]) - 1
-        self._blocking_sync = True
-        try:
-            self.sync()
-        finally:
-            self._blocking_sync = False
+        self._sync(blocking=True)
         saved = state["runners"]
         if len(saved) != len(self.env_group.actors):
             return [False] * len(self.env_group.actors)
@@ -571,26 +480,10 @@ class RayExecution(InferenceServersMixin, WeightSyncMixin, WeightCheckMixin, Str
             return
         self._closed = True
         self.seeds.close()
-        if self.strategy == "node_shared":  # remove this run's shared-memory files (writers unlink)
-            try:
-                self.ray.get([m.shm_detach.remote(True) for m in [self.learner, *self.rollout_actors]],
-                             timeout=self.config.cluster.close_timeout_s)
-            except Exception:
-                pass
-        self._drain_staging(ignore_errors=True)
-        self._finish_sync(ignore_errors=True)
-        for server in getattr(self, "servers", []):
-            try:
-                self.ray.kill(server, no_restart=True)
-            except Exception:
-                pass
-        for ln in getattr(self, "learners", [self.learner]):
-            try:
-                self.ray.kill(ln, no_restart=True)
-            except Exception:
-                pass
-        if not self.owns_env_group:
-            return  # the caller's RemoteEnvGroup (and the cluster it started) stay up until it is closed
-        if self.owns_env_group:
+        self.weight_sync.close()
+        if self.inference is not None:
+            self.inference.close()
+        self.learner_group.close()
+        if self.owns_env_group:  # else the caller's RemoteEnvGroup (and the cluster it started) stay up
             self.env_group.close()
-        self.cluster.shutdown()
+            self.cluster.shutdown()

@@ -1,86 +1,81 @@
-"""The driver's side of the inference-server topology: start, route to, and revive the rollout actors."""
+"""The inference-server topology on the driver's side: start the servers, route env runners to them, revive them."""
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
-from rlightning_core.distributed.ray_common import RayExecutionState
+from rlightning_core.distributed.ray_common import get
 from rlightning_core.env.seeding import derive_seed
-from rlightning_core.errors import RestartsUsedUpError
 
-__all__ = ["InferenceServersMixin"]
+__all__ = ["InferenceServers"]
 
 log = logging.getLogger("rlightning")
 
 
-class InferenceServersMixin(RayExecutionState):
-    """Mixed into :class:`~rlightning_core.distributed.execution.RayExecution` (``topology: inference_server``)."""
+class InferenceServers:
+    """``cluster.num_inference_servers`` servers; env runners are routed to them (sticky, two halves each).
 
-    servers: list[Any]
-    routes: list[tuple[int, int]]
-    server_restarts: list[int]
-    restarts: int
-    strategy: str
-    policy_cfg: Any
-    selection: Any
-    seeds: Any
-    observation_space: Any
-    action_space: Any
+    Args:
+        ray: the ``ray`` module.
+        config: the run's config.
+        policy_cfg: the policy section of the config.
+        selection: the plugin selection the servers load.
+        seeds: the run's seed ledger (each server's seed is recorded).
+        spaces: the envs' observation and action spaces.
+        num_runners: env runners to route.
+        count_restart: called once per recreated server, with its name (the run's restart budget).
+    """
 
-    if TYPE_CHECKING:
-        def _get(self, refs: Any, timeout: float, what: str) -> Any: ...
-
-        def _form_group(self) -> None: ...
-
-        def _broadcast(self, version: int) -> dict[str, float]: ...
-
-        def _setup_shared(self) -> None: ...
-
-        def _shared_sync(self, version: int) -> dict[str, float]: ...
-
-    def _start_servers(self) -> None:
-        """``cluster.num_inference_servers`` servers; env workers are routed to them (sticky, two halves each)."""
+    def __init__(self, ray: Any, config: Any, policy_cfg: Any, selection: Any, seeds: Any,
+                 spaces: tuple[Any, Any], num_runners: int, count_restart: Callable[[str], None]) -> None:
         from rlightning_core.distributed.inference import route
 
-        cc = self.config.cluster
-        self.routes = route(len(self.env_group.actors), cc.num_inference_servers)
-        self.server_restarts = [0] * cc.num_inference_servers
-        self.servers = [self._create_server(j) for j in range(cc.num_inference_servers)]
-        self._server_has_value = self._get(self.servers[0].has_value.remote(), cc.actor_start_timeout_s,
-                                           "start the inference servers")
-        log.info("inference servers: %d, env workers routed %s", len(self.servers), self.routes)
+        self.ray, self.config, self.policy_cfg, self.selection, self.seeds = ray, config, policy_cfg, selection, seeds
+        self.spaces, self.count_restart = spaces, count_restart
+        n = config.cluster.num_inference_servers
+        self.routes = route(num_runners, n)
+        self.restarts = [0] * n
+        self.servers = [self._create(j) for j in range(n)]
+        self.attached = [0] * num_runners  # per runner: the restarts of its server when it attached
+        self.has_value = get(ray, self.servers[0].has_value.remote(), config.cluster.actor_start_timeout_s,
+                             "start the inference servers")
+        log.info("inference servers: %d, env workers routed %s", n, self.routes)
 
-    def _create_server(self, j: int) -> Any:
+    def _create(self, j: int) -> Any:
         from rlightning_core.distributed.env_group import remote_class
         from rlightning_core.distributed.inference import InferenceServerActor
 
         cc = self.config.cluster
-        k = self.server_restarts[j]
+        k = self.restarts[j]
         seed = derive_seed(self.config.seed, 4, 1000 + j, k) if k else derive_seed(self.config.seed, 4, 1000 + j)
         halves = [sum(1 for s, h in self.routes if s == j and h == half) for half in (0, 1)]
         ptype = self.policy_cfg.type.replace(":", "-")
         server: Any = remote_class(self.ray, InferenceServerActor, {}).options(
             num_cpus=cc.inference_server_num_cpus, num_gpus=cc.inference_server_num_gpus,
-            name=f"inference-server-{ptype}-{j}-r{k}",
-            max_concurrency=64,
-        ).remote(self.policy_cfg, selection=self.selection, seed=seed, observation_space=self.observation_space,
-                 action_space=self.action_space, half_sizes=halves, num_threads=self.policy_cfg.num_threads)
+            name=f"inference-server-{ptype}-{j}-r{k}", max_concurrency=64,
+        ).remote(self.policy_cfg, selection=self.selection, seed=seed, observation_space=self.spaces[0],
+                 action_space=self.spaces[1], half_sizes=halves, num_threads=self.policy_cfg.num_threads)
         self.seeds.record("rollout_server", group=0, rank=j, restart=k, seed=seed)
         if cc.offload:
             server.set_offload.remote(True)
         return server
 
-    def _alive(self, index: int) -> bool:
-        try:
-            self.ray.get(self.env_group.actors[index].pid.remote(),
-                         timeout=min(30.0, self.config.cluster.call_timeout_s))
-            return True
-        except Exception:
-            return False
+    def attach(self, w: int, actor: Any, preprocessor_sources: list[Any], *, needs_next_obs: bool) -> None:
+        """Env runner ``w`` (``actor``) acts through its server from its next call on."""
+        server, half = self.routes[w]
+        self.attached[w] = self.restarts[server]
+        actor.setup_remote_rollout.remote(self.servers[server], half, preprocessor_sources,
+                                          needs_next_obs=needs_next_obs, has_value=self.has_value,
+                                          timeout_s=self.config.cluster.call_timeout_s)
 
-    def _revive_servers(self) -> None:
-        """Recreate dead inference servers and re-sync them before any env actor asks them again."""
+    def lost_server(self, w: int) -> bool:
+        """Whether env runner ``w``'s server was recreated after it attached."""
+        return self.attached[w] != self.restarts[self.routes[w][0]]
+
+    def revive(self) -> list[int]:
+        """Recreate the servers that died or stopped answering; returns them (the caller re-syncs them)."""
         cc = self.config.cluster
         dead = []
         for j, server in enumerate(self.servers):
@@ -89,28 +84,19 @@ class InferenceServersMixin(RayExecutionState):
             except (self.ray.exceptions.RayActorError, self.ray.exceptions.GetTimeoutError):
                 dead.append(j)
         for j in dead:
-            self.restarts += 1
-            if self.restarts > cc.max_restarts:
-                raise RestartsUsedUpError(f"inference server {j}", cc.max_restarts)
-            log.warning("inference server %d failed; recreating it (restart %d of %d)", j, self.restarts,
-                        cc.max_restarts)
+            self.count_restart(f"inference server {j}")
             try:
                 self.ray.kill(self.servers[j], no_restart=True)
             except Exception:
                 pass
-            self.server_restarts[j] += 1
-            self.servers[j] = self._create_server(j)
-        if not dead:
-            return
-        if self.strategy == "broadcast":
-            for m in [self.learner, *[s for j, s in enumerate(self.servers) if j not in dead]]:
-                m.leave_collective.remote()
-            self._form_group()
-            self._broadcast(self.version)
-        elif self.strategy == "node_shared":
-            self._setup_shared()
-            self._shared_sync(self.version)
-        else:
-            ref = self.learner.get_weights.remote()
-            self._get([self.servers[j].set_weights.remote(ref, self.version) for j in dead], cc.call_timeout_s,
-                      "re-sync the inference servers")
+            self.restarts[j] += 1
+            self.servers[j] = self._create(j)
+        return dead
+
+    def close(self) -> None:
+        """Kill the servers."""
+        for server in self.servers:
+            try:
+                self.ray.kill(server, no_restart=True)
+            except Exception:
+                pass

@@ -1,36 +1,21 @@
-"""Pieces shared by the Ray execution and its mixins: the failure error, metric averaging, sync constants."""
+"""Pieces shared by the Ray execution's parts: the failure error, metric averaging, sync constants."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from rlightning_core.config.checks import SYNC_ENGINES
 from rlightning_core.errors import RlightningError
 
-if TYPE_CHECKING:
-    from rlightning_core.config.schema import MainConfig
-
-__all__ = ["REPLY_SYNC_MAX_BYTES", "SYNC_ENGINES", "PackedWeights", "RayExecutionState", "WorkerFailure",
-           "collective_backend", "mean_metrics", "pack_weights", "strip_private",
+__all__ = ["REPLY_SYNC_MAX_BYTES", "SYNC_ENGINES", "PackedWeights", "WorkerFailure",
+           "collective_backend", "get", "mean_metrics", "pack_weights", "strip_private",
            "unpack_weights"]
 
 
 #: ``weight_sync: auto`` on CPU learners: weights up to this size ride the learner's reply (no collective).
 REPLY_SYNC_MAX_BYTES = 1 << 20
-
-
-class RayExecutionState:
-    """The attributes of :class:`~rlightning_core.distributed.execution.RayExecution` its mixins use (types only)."""
-
-    config: MainConfig
-    ray: Any
-    env_group: Any
-    learner: Any
-    learners: list[Any]
-    preprocessors: list[Any]
-    version: int
 
 
 def collective_backend(requested: str, devices: list[str]) -> tuple[str, str]:
@@ -59,6 +44,15 @@ class WorkerFailure(RlightningError):
     Workers that fail more often than ``cluster.max_restarts`` allows raise
     :class:`~rlightning_core.errors.RestartsUsedUpError` instead.
     """
+
+
+def get(ray: Any, refs: Any, timeout: float, what: str) -> Any:
+    """``ray.get`` within ``timeout`` seconds; a timeout is a :class:`WorkerFailure` saying what was awaited."""
+    try:
+        return ray.get(refs, timeout=timeout)
+    except ray.exceptions.GetTimeoutError:
+        raise WorkerFailure(f"timed out after {timeout:.0f}s waiting to {what} (cluster.call_timeout_s / "
+                            "cluster.actor_start_timeout_s; are there enough CPUs/GPUs for every actor?)") from None
 
 
 def mean_metrics(rows: list[dict[str, float]]) -> dict[str, float]:

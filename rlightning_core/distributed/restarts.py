@@ -73,7 +73,7 @@ class RunnerRecreation:
                 counts[index] = counts.get(index, 0) + 1
             if ex.inference_server:
                 ex._revive_servers()  # the env actor may have failed because its server died
-            ex._finish_sync(ignore_errors=True)  # a queued transfer the dead worker was part of failed or hangs
+            ex.weight_sync.finish(ignore_errors=True)  # a queued transfer the dead worker was part of failed or hangs
             resets: dict[int, Any] = {}
             errors = dict(failed)
             for index in replaced:
@@ -107,8 +107,7 @@ class RunnerRecreation:
         if not ex.inference_server:
             return False
         ex._revive_servers()  # the env actor may have failed only because its server died
-        server = ex.routes[index][0]
-        if ex._runner_server_gen[index] == ex.server_restarts[server] or not ex._alive(index):
+        if not ex.inference.lost_server(index) or not self.alive(index):
             return False
         log.warning("env worker %d lost its inference server; re-attached to the new one (episodes in "
                     "flight dropped)", index)
@@ -119,6 +118,15 @@ class RunnerRecreation:
             ex.env_group.actors[index].load_preprocessor_states.remote(
                 [_strip_private(p.state_dict()) for p in ex.preprocessors])
         return True
+
+    def alive(self, index: int) -> bool:
+        """Whether runner ``index`` answers (within 30 s at most)."""
+        ex = self.ex
+        try:
+            ex.ray.get(ex.env_group.actors[index].pid.remote(), timeout=min(30.0, ex.config.cluster.call_timeout_s))
+            return True
+        except Exception:
+            return False
 
     def give_up(self, failed: Sequence[tuple[int, BaseException]]) -> None:
         """Restarts are used up: kill this round's failed runners (a hung one cannot close) and stop the run."""
@@ -146,25 +154,6 @@ class RunnerRecreation:
         return wait_each(ex.ray, resets, deadlines, "the recreated runner's start and reset")
 
     def resync_replaced(self, replaced: list[int]) -> None:
-        """Give the recreated runners the current weights: one re-formed group for every one of them."""
-        ex = self.ex
-        actors = [ex.env_group.actors[i] for i in replaced]
-        if ex.inference_server:
-            return  # the env actors hold no weights: their servers have them
-        if ex.strategy in ("broadcast", "double_buffer"):
-            ex._drain_staging(ignore_errors=True)  # a transfer a dead worker was part of failed or hangs
-            for m in [ex.learner, *[a for j, a in enumerate(ex.env_group.actors) if j not in replaced]]:
-                m.leave_collective.remote()
-            ex._form_group()
-            if ex.strategy == "double_buffer":
-                ex._enable_double_buffer(actors)
-                ex._stage(ex.version, blocking=True)
-            else:
-                ex._broadcast(ex.version)
-        elif ex.strategy == "node_shared":
-            ex._setup_shared()
-            ex._shared_sync(ex.version)
-        else:  # the learner's weights now, which an async learner may have moved past this version's
-            for index, actor in zip(replaced, actors, strict=True):
-                ex._exempt[index] = ex.version
-                actor.set_weights.remote(ex.learner.get_weights.remote(), ex.version)
+        """Give the recreated runners the current weights (one re-formed group for all of them)."""
+        if not self.ex.inference_server:  # else the env actors hold no weights: their servers have them
+            self.ex.weight_sync.resync(replaced)

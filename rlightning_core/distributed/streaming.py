@@ -6,38 +6,30 @@ import time
 from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from rlightning_core.distributed.ray_common import RayExecutionState, WorkerFailure, mean_metrics, strip_private
+from rlightning_core.distributed.ray_common import WorkerFailure
 from rlightning_core.env.runner import EnvStepError, RolloutStats
 
-__all__ = ["StreamingMixin"]
+__all__ = ["StreamingCalls"]
 
 
-class StreamingMixin(RayExecutionState):
-    """Mixed into :class:`~rlightning_core.distributed.execution.RayExecution`, whose state it uses."""
+class StreamingCalls:
+    """The streaming half of :class:`~rlightning_core.distributed.execution.RayExecution` (its only base)."""
 
+    config: Any
+    ray: Any
+    env_group: Any
+    weight_sync: Any
+    learner_group: Any
     restarts: int
     _in_flight: dict[int, list[int]]
+    _pending_chunks: list[Any]
 
     if TYPE_CHECKING:
-        @property
-        def rollout_actors(self) -> list[Any]: ...  # noqa: D102
-
         def _restart_runner(self, index: int, exc: BaseException) -> Any: ...
 
         def _merge_preprocessors(self, stats: list[Any]) -> None: ...
 
-        def _learner_failed(self, exc: BaseException) -> WorkerFailure: ...
-
-        def _expect(self, version: int, value: Any, key: str | None = None) -> None: ...
-
-        def _check_reports(self, stats: Any, indices: Any = None) -> None: ...
-
-        def _finish_sync(self, *, ignore_errors: bool = False) -> None: ...
-
-        def _get(self, refs: Any, timeout: float, what: str) -> Any: ...
-
-    _pending_chunks: list[Any]
-    _weights_with_collect: tuple[Any, int] | None
+        def _push_preprocessors(self) -> None: ...
 
     @property
     def num_runners(self) -> int:
@@ -59,7 +51,7 @@ class StreamingMixin(RayExecutionState):
             stats = self.finish_collect(i, stats_ref)
             if stats is not None:
                 out.append((chunk, stats))
-        self._finish_sync()  # weights a sync queued ran before these chunks on every runner
+        self.weight_sync.finish()  # weights a sync queued ran before these chunks on every runner
         return out
 
     def add_chunks(self, chunks: Sequence[Any]) -> None:
@@ -68,8 +60,7 @@ class StreamingMixin(RayExecutionState):
 
     def buffer_size(self) -> int:
         """Transitions the learner's (rank 0's) buffer holds."""
-        return int(self._get(self.learners[0].buffer_size.remote(), self.config.cluster.call_timeout_s,
-                             "query the buffer"))
+        return int(self.learner_group.get(self.learner_group.learner.buffer_size.remote(), "query the buffer"))
 
     def wait(self, handles: Sequence[Hashable], timeout: float) -> list[Hashable]:
         """``ray.wait`` for the first of ``handles`` (object refs), then every one finished by then.
@@ -83,23 +74,10 @@ class StreamingMixin(RayExecutionState):
         done, _ = self.ray.wait(list(handles), num_returns=len(handles), timeout=0)
         return list(done)
 
-    def _send_ride(self) -> None:
-        """Weights a :meth:`sync` left to ride the next ``collect`` (a learner in the driver) go out now.
-
-        One ``ray.put``, then one ``set_weights`` per rollout copy, ordered before its next chunk.
-        """
-        ride, self._weights_with_collect = self._weights_with_collect, None
-        if ride is not None:
-            from rlightning_core.distributed.ray_common import unpack_weights
-
-            ref = self.ray.put(unpack_weights(ride[0]))
-            for a in self.rollout_actors:
-                a.set_weights.remote(ref, ride[1])
-
     # -- streaming (the async engine): launch without waiting, finish when ready ----------------------------
     def start_collect(self, index: int, num_steps: int) -> tuple[Any, Any]:
         """Launch one chunk on env runner ``index`` without waiting; returns ``(chunk_ref, stats_ref)``."""
-        self._send_ride()
+        self.weight_sync.send_ride()  # weights a sync left to ride the next collect, ordered before this chunk
         refs = self.env_group.actors[index].collect.options(num_returns=2).remote(num_steps)
         self._in_flight.setdefault(index, []).append(num_steps)  # a checkpoint's state call waits behind it
         return refs[0], refs[1]
@@ -118,36 +96,19 @@ class StreamingMixin(RayExecutionState):
         if queued:
             queued.pop(0)
         self._merge_preprocessors([stats])
-        self._check_reports([stats], [index])
+        self.weight_sync.check.check_reports([stats], [index])
         return stats
 
     def start_learn(self, progress: float, chunks: list[Any], *, version: int, max_staleness: int | None) -> Any:
         """Queue on the learner(s): store ``chunks`` (refs) within the staleness bound, then learn once.
 
-        Returns the ref of rank 0's :meth:`LearnerActor.learn_chunks` result without waiting (the other ranks'
-        refs are kept for :meth:`finish_learn`).
+        Returns the ref of rank 0's :meth:`LearnerActor.learn_chunks` result without waiting.
         """
-        refs = [ln.learn_chunks.remote(progress, version, max_staleness, *chunks) for ln in self.learners]
-        if len(refs) > 1:
-            self._rank_refs = getattr(self, "_rank_refs", {})
-            self._rank_refs[refs[0]] = refs[1:]
-        return refs[0]
+        return self.learner_group.start_learn(progress, chunks, version=version, max_staleness=max_staleness)
 
     def finish_learn(self, ref: Any) -> dict[str, Any]:
         """The result of a learn call started with :meth:`start_learn`."""
-        others = getattr(self, "_rank_refs", {}).pop(ref, [])
-        try:
-            results = [dict(r) for r in self.ray.get([ref, *others], timeout=self.config.cluster.call_timeout_s)]
-        except self.ray.exceptions.RayActorError as exc:
-            raise self._learner_failed(exc) from exc
-        except self.ray.exceptions.GetTimeoutError:
-            raise WorkerFailure(f"the learner did not answer within cluster.call_timeout_s="
-                                f"{self.config.cluster.call_timeout_s:.0f}s") from None
-        if len(results) == 1:
-            return results[0]
-        first = results[0]  # every rank saw the same chunks: lags and drops agree; metrics are averaged
-        return {**first, "metrics": mean_metrics([r["metrics"] for r in results]),
-                "busy_s": max(float(r["busy_s"]) for r in results)}
+        return self.learner_group.finish_learn(ref)
 
     def publish_weights(self) -> tuple[int, dict[str, float]]:
         """Send the learner's current weights (and merged preprocessor statistics) to every runner.
@@ -157,18 +118,7 @@ class StreamingMixin(RayExecutionState):
         starts is collected with these weights. Errors of earlier publishes surface here.
         """
         t0 = time.perf_counter()
-        pending = getattr(self, "_publishes", [])
-        if pending:
-            done, pending = self.ray.wait(pending, num_returns=len(pending), timeout=0)
-            self.ray.get(done)
-        self.version += 1
-        ref, fp_ref = self.learner.weights_and_fingerprint.options(num_returns=2).remote()
-        self._expect(self.version, fp_ref)  # each runner reports what it loaded with its next chunk
-        pending += [a.set_weights.remote(ref, self.version) for a in self.rollout_actors]
-        if self.preprocessors:
-            states = [strip_private(p.state_dict()) for p in self.preprocessors]
-            for a in self.env_group.actors:
-                a.load_preprocessor_states.remote(states)
-        self._publishes = pending
-        return self.version, {"sync/seconds": time.perf_counter() - t0, "sync/version": float(self.version),
-                              "fault/worker_restarts": float(self.restarts)}
+        version = self.weight_sync.publish()
+        self._push_preprocessors()
+        return version, {"sync/seconds": time.perf_counter() - t0, "sync/version": float(version),
+                         "fault/worker_restarts": float(self.restarts)}

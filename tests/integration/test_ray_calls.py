@@ -49,7 +49,7 @@ def test_collect_collects_learn_learns_and_sync_syncs(ray_cluster, cartpole_conf
         for actor in ex.env_group.actors:  # the runners still act with the weights of the last sync
             assert _same(ray.get(actor.get_weights.remote()), before)
         version, _ = ex.sync()
-        ex._finish_sync()  # a queued transfer lands before the runners' next collect; wait here to look
+        ex.weight_sync.finish()  # a queued transfer lands before the runners' next collect; wait here to look
         for actor in ex.env_group.actors:  # now every copy holds the learner's weights, bit for bit, versioned
             assert _same(ray.get(actor.get_weights.remote()), after)
             assert ray.get(actor.weight_version.remote()) == version == 2
@@ -70,7 +70,7 @@ def test_a_runner_killed_before_a_collect_is_recreated_and_the_learner_learns_on
         ex.learn(0.1)
         assert _learn_count(ex) == count + 1
         ex.sync()
-        ex._finish_sync()
+        ex.weight_sync.finish()
         learner = _learner_weights(ex)
         for actor in ex.env_group.actors:
             assert _same(ray_cluster.get(actor.get_weights.remote()), learner)

@@ -150,7 +150,7 @@ def test_a_ray_run_with_auto_sync_needs_no_process_group_and_keeps_weights_bitwi
         ex.collect(32)
         ex.learn(0.0)
         _, metrics = ex.sync()
-        ex._finish_sync()  # queued ahead of the next collect; wait here to compare
+        ex.weight_sync.finish()  # queued ahead of the next collect; wait here to compare
         assert metrics["sync/bytes"] > 0
         assert_in_sync(version)
     chunk_ref, _ = ex.env_group.actors[0].collect.options(num_returns=2).remote(4)

@@ -55,7 +55,7 @@ def test_double_buffer_keeps_acting_during_a_transfer_then_swaps_bit_for_bit(ray
         ex.collect(32)
         ex.learn(0.0)
         version, _ = ex.sync()
-        ex._drain_staging()  # the transfer is done; the swap happens at the next step
+        ex.weight_sync.transport.drain()  # the transfer is done; the swap happens at the next step
         stats = ex.collect(1)
         seen.append(version)
         assert {s.weight_version for s in stats} == {version}
@@ -70,8 +70,9 @@ def test_node_shared_loads_one_node_copy_bit_for_bit(ray_cluster, cartpole_confi
     engine = build_run(ray_config(cartpole_config, "cluster.weight_sync=node_shared"))
     ex = engine.execution
     actors = ex.env_group.actors
-    assert ex._shm_learner_writes and ex._shm_leaders == [] and ex._shm_nodes == 1  # one node: one copy
-    files = glob.glob(f"/dev/shm/rlightning-weights-{ex._shm_token}-*")
+    shm = ex.weight_sync.transport
+    assert shm.learner_writes and shm.leaders == [] and shm.nodes == 1  # one node: one copy
+    files = glob.glob(f"/dev/shm/rlightning-weights-{shm.token}-*")
     assert len(files) == 1 and os.path.getsize(files[0]) > 0
     assert all(runner_matches_learner(ray, ex, a) for a in actors)
     versions = []
@@ -87,8 +88,8 @@ def test_node_shared_loads_one_node_copy_bit_for_bit(ray_cluster, cartpole_confi
     chunk_ref, _ = actors[0].collect.options(num_returns=2).remote(2)
     assert ray.get(chunk_ref).weight_version == 4
     # a worker on another node would be that node's writer, fed once through the object store
-    ex._shm_leaders = [actors[1]]
-    ex._shm_nodes = 2
+    shm.leaders = [actors[1]]
+    shm.nodes = 2
     ex.collect(32)
     ex.learn(0.0)
     ex.sync()
