@@ -20,9 +20,13 @@ BLOCKER = ROOT / "tests" / "fixtures" / "block_modules"
 SMALL = ("engine.total_steps=1024", "engine.eval_every=0", "engine.target_eval_return=null",
          "logging.progress=false", "env[0].num_envs=4", "engine.params.rollout_steps=32",
          "preprocessors=[{type: normalize_obs}]")
-#: env id -> (example config, extra overrides)
-RUNS = {"CartPole-v1": ("cartpole_ppo.yaml", ()),
-        "Pendulum-v1": ("cartpole_ppo.yaml", ("env[0].params.id=Pendulum-v1",))}
+#: run id -> (env id, example config, extra overrides): each in-tree policy, discrete and continuous actions.
+RUNS = {"cartpole-ppo": ("CartPole-v1", "cartpole_ppo.yaml", ()),
+        "pendulum-ppo": ("Pendulum-v1", "cartpole_ppo.yaml", ("env[0].params.id=Pendulum-v1",)),
+        "pendulum-sac": ("Pendulum-v1", "pendulum_sac.yaml", ("policy.params.hidden_sizes=[64, 64]",
+                                                               "policy.params.learning_starts=256")),
+        "cartpole-dqn": ("CartPole-v1", "cartpole_dqn.yaml", ("policy.params.hidden_sizes=[64, 64]",
+                                                               "policy.params.learning_starts=256"))}
 
 
 def _cli(args: list[str], **extra: str) -> subprocess.CompletedProcess[str]:
@@ -34,9 +38,8 @@ def _cli(args: list[str], **extra: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module", params=list(RUNS))
 def run(request, tmp_path_factory) -> tuple[str, Path]:
-    """A few PPO iterations (with observation normalization) on the env, trained by the CLI."""
-    env_id = request.param
-    example, extra = RUNS[env_id]
+    """A short run (with observation normalization) trained by the CLI; returns ``(env id, run dir)``."""
+    env_id, example, extra = RUNS[request.param]
     run_dir = tmp_path_factory.mktemp("export") / "run"
     proc = _cli(["train", str(ROOT / "examples" / example), *SMALL, *extra, "--run-dir", str(run_dir)])
     assert proc.returncode == 0, proc.stderr
@@ -62,7 +65,7 @@ def _assert_same(env_id: str, got: np.ndarray, expected: np.ndarray) -> None:
     assert got.shape == expected.shape
     if env_id == "CartPole-v1":  # discrete: exactly the same actions
         assert got.dtype == np.int64 and np.array_equal(got, expected)
-        assert len(set(expected.tolist())) == 2  # both actions occur: not a constant policy
+        assert len(set(expected.tolist())) == 2, expected  # both actions occur: not a constant policy
     else:
         np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5)
         assert float(np.ptp(expected)) > 1e-3  # actions vary with the observation

@@ -19,31 +19,36 @@ SMALL = ("engine.total_steps=1024", "engine.eval_every=0", "checkpoint.every=0",
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """A few PPO iterations on CartPole with observation normalization; returns ``(engine, run_dir)``."""
+def _train(run_dir: Path, *overrides: str):
+    """A few PPO iterations with observation normalization, assembled with the builders; returns the engine."""
     from rlightning_core import load_config
     from rlightning_core.builders import build_data_buffer, build_engine, build_env_group, build_policy_group
 
-    config = load_config(ROOT / "examples" / "cartpole_ppo.yaml", ["logging.progress=false", *SMALL])
+    config = load_config(ROOT / "examples" / "cartpole_ppo.yaml", ["logging.progress=false", *SMALL, *overrides])
     env_group = build_env_group(config.env, seed=config.seed)
     policy_group = build_policy_group(config.policy.type, config.policy, config.cluster)
     buffer = build_data_buffer(config.buffer.type, config.buffer)
     engine = build_engine(config, env_group, policy_group, buffer)
-    run_dir = tmp_path_factory.mktemp("predict") / "run"
     engine.run(run_dir)
-    return engine, run_dir
+    return engine
 
 
-def _observations(n: int, seed: int = 3) -> np.ndarray:
-    """``n`` CartPole observations from a random-action rollout (the states a policy really meets)."""
-    env = gym.make("CartPole-v1")
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """CartPole: ``(engine, run_dir)``."""
+    run_dir = tmp_path_factory.mktemp("predict") / "run"
+    return _train(run_dir), run_dir
+
+
+def _observations(n: int, seed: int = 3, env_id: str = "CartPole-v1") -> np.ndarray:
+    """``n`` observations of a random-action rollout (the states a policy really meets)."""
+    env = gym.make(env_id)
+    env.action_space.seed(seed)
     obs, _ = env.reset(seed=seed)
     out = []
-    rng = np.random.default_rng(seed)
     for _ in range(n):
         out.append(obs)
-        obs, _, terminated, truncated, _ = env.step(int(rng.integers(2)))
+        obs, _, terminated, truncated, _ = env.step(env.action_space.sample())
         if terminated or truncated:
             obs, _ = env.reset()
     env.close()
@@ -68,6 +73,24 @@ def test_predict_equals_the_training_rollout_action(trained):
     assert len(set(actions.tolist())) == 2  # both actions occur: the comparison is not trivially constant
     again, _ = loaded.predict(obs)  # frozen statistics: predicting changes nothing
     assert np.array_equal(again, actions)
+
+
+def test_predict_equals_the_training_env_action_for_continuous_actions(tmp_path):
+    """Pendulum: the clipped mean the run's rollout policy sends to its envs."""
+    from rlightning_core import load_policy
+
+    engine = _train(tmp_path / "run", "env[0].params.id=Pendulum-v1")
+    obs = _observations(200, env_id="Pendulum-v1")
+    processed = obs
+    for pre in engine.preprocessors:
+        processed = pre.obs(processed, update=False)
+    expected = engine.policy_group.rollout.act(processed, deterministic=True).env_actions
+    actions, _ = load_policy(tmp_path / "run").predict(obs)
+    assert actions.shape == (200, 1) and np.array_equal(actions, expected)
+    assert float(np.ptp(expected)) > 1e-3
+    single, _ = load_policy(tmp_path / "run").predict(obs[0])
+    # a batch of one takes another matrix-product path: equal to float32 rounding, not bit for bit
+    assert single.shape == (1,) and np.allclose(single, expected[0], rtol=0, atol=1e-6)
 
 
 def test_single_observations_give_the_batch_actions(trained):
