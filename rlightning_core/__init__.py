@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         load_config,
         load_config_dict,
     )
+    from rlightning_core.predict import LoadedPolicy, load_policy
 
 # Imported on first attribute access: the config API (cattrs, yaml), which a Ray env worker never needs.
 _LAZY: dict[str, str] = {
@@ -45,6 +46,8 @@ _LAZY: dict[str, str] = {
                  "EnvConfig", "LoggerConfig", "LoggingConfig", "MainConfig", "PolicyConfig", "PreprocessorConfig",
                  "load_config", "load_config_dict")
 }
+# The predict API: imports torch and the plugins when first used.
+_LAZY.update({"LoadedPolicy": "rlightning_core.predict", "load_policy": "rlightning_core.predict"})
 
 __all__ = [
     "PLUGIN_API_VERSION",
@@ -56,6 +59,7 @@ __all__ = [
     "DuplicateComponentError",
     "EngineConfig",
     "EnvConfig",
+    "LoadedPolicy",
     "LoggerConfig",
     "LoggingConfig",
     "MainConfig",
@@ -72,6 +76,7 @@ __all__ = [
     "load_config",
     "load_config_dict",
     "load_plugins",
+    "load_policy",
     "reset_plugins",
 ]
 

@@ -5,9 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from rlightning_core.errors import UserError
 from rlightning_core.video import Mp4Writer, require_moviepy, video_fps
 
 __all__ = ["evaluate_checkpoint"]
@@ -33,64 +30,26 @@ def evaluate_checkpoint(path: str | Path, *, episodes: int = 10, seed: int | Non
     Raises:
         UserError: no checkpoint there, or it needs ``preprocessors`` / ``preprocess_fn`` that were not passed.
     """
-    from rlightning_core.builders import build_policy_group
-    from rlightning_core.checkpoint.manager import (
-        CheckpointManager,
-        checkpoint_directory,
-        load_checkpoint,
-        load_newest,
-        to_numpy_tree,
-    )
-    from rlightning_core.config.loading import load_config_dict
     from rlightning_core.engine.evaluation import Evaluator
     from rlightning_core.plugins import get_plugins
+    from rlightning_core.saved_run import read_saved_run
 
     if video_dir is not None:
         require_moviepy("--video")
-    path = Path(path)
-    if best:
-        directory = checkpoint_directory(path) if path.is_dir() else path.parent
-        file = CheckpointManager(directory).best()
-        if file is None:
-            raise UserError(f"no best-by-eval checkpoint recorded in {directory}")
-        state, manifest = load_checkpoint(file)
-    else:
-        loaded = load_newest(path)
-        loaded.report_refused("evaluating", move_aside=False)
-        file, state, manifest = loaded.path, loaded.state, loaded.manifest
-    if "config_yaml" not in manifest:
-        raise UserError(f"{file}: the checkpoint carries no config (written by an older rlightning?)")
-    from rlightning_core.config.removed import upgrade_saved_config
-
-    config = load_config_dict(upgrade_saved_config(yaml.safe_load(manifest["config_yaml"])),
-                              source=f"{file} (saved config)")
-    state["preprocessors"] = to_numpy_tree(state["preprocessors"])
-    from rlightning_core.preprocess.functions import as_preprocessor
-
-    given = [p for p in (as_preprocessor(obs_preprocessor, "obs_preprocessor", "evaluate_checkpoint"),
-                         as_preprocessor(reward_preprocessor, "reward_preprocessor", "evaluate_checkpoint"))
-             if p is not None]
-    preprocessors = given or None
-    _check_builder_inputs(file, manifest, config, state, preprocessors, preprocess_fn)
+    saved = read_saved_run(path, best=best, purpose="evaluating", obs_preprocessor=obs_preprocessor,
+                           reward_preprocessor=reward_preprocessor, preprocess_fn=preprocess_fn,
+                           caller="rlightning_core.evaluate.evaluate_checkpoint")
+    file, config = saved.file, saved.config
     plugins = get_plugins()
     run_seed = config.seed if seed is None else seed
 
-    policy_group = build_policy_group(config.policy.type, config.policy, config.cluster)
     render_mode = "rgb_array" if video_dir is not None else None
     probe = Evaluator(config.env, policy=None, episodes=episodes, seed=run_seed,  # type: ignore[arg-type]
                       registry=plugins.registry, render_mode=render_mode, preprocess_fn=preprocess_fn)
-    policy_group.materialize(probe.group.observation_space, probe.group.action_space, seed=config.seed)
-    policy_group.load_state_dict(state["policy"])
-    if preprocessors is None:
-        preprocessors = []
-        for pc in config.preprocessors:
-            spec = plugins.registry.resolve("preprocessor", pc.type)
-            preprocessors.append(spec.build(pc.params, observation_space=probe.group.observation_space,
-                                            num_envs=episodes))
-    for pre, pstate in zip(preprocessors, state["preprocessors"], strict=True):
-        pre.load_state_dict(pstate)
-    assert policy_group.rollout is not None
-    probe.policy, probe.preprocessors = policy_group.rollout, preprocessors
+    space = probe.group.observation_space
+    policy = saved.build_policy(space, probe.group.action_space)
+    preprocessors = saved.build_preprocessors(space, num_envs=episodes, registry=plugins.registry)
+    probe.policy, probe.preprocessors = policy, preprocessors
     writers: dict[int, Mp4Writer] = {}
     if video_dir is not None:  # one MP4 per env: its first episode (the one evaluated), streamed as rendered
         fps = video_fps(probe.group.workers[0])
@@ -111,24 +70,3 @@ def evaluate_checkpoint(path: str | Path, *, episodes: int = 10, seed: int | Non
     return {"checkpoint": str(file), "episodes": episodes * len(config.env),
             "mean": metrics["eval/episode_return_mean"], "std": returns_std, "metrics": metrics}
 
-
-def _check_builder_inputs(file: Path, manifest: dict[str, Any], config: Any, state: dict[str, Any],
-                          preprocessors: list[Any] | None, preprocess_fn: Any) -> None:
-    """Refuse a checkpoint whose run used builder-only inputs (see :func:`evaluate_checkpoint`) not passed now."""
-    training = manifest.get("training_config") or {}
-    fns = sorted(f"{k.removesuffix('.preprocess_fn')}: {v}" for k, v in training.items()
-                 if k.endswith(".preprocess_fn"))
-    if fns and preprocess_fn is None:
-        raise UserError(f"{file}: the run passed its observations through build_env_group(preprocess_fn=...) "
-                        f"({'; '.join(fns)}), which no config holds; evaluate it from Python with "
-                        "rlightning_core.evaluate.evaluate_checkpoint(path, preprocess_fn=...)")
-    saved = len(state["preprocessors"])
-    have = len(preprocessors) if preprocessors is not None else len(config.preprocessors)
-    if saved != have:
-        names = [str(training.get(f"preprocessors[{i}].function", training.get(f"preprocessors[{i}].type", "?")))
-                 for i in range(saved)]
-        given = "were passed" if preprocessors is not None else "are in its saved config"
-        raise UserError(f"{file}: the checkpoint holds the state of {saved} preprocessor(s) ({', '.join(names)}) "
-                        f"but {have} {given}; a run that passed preprocessors to build_data_buffer is evaluated "
-                        "from Python with the same ones: evaluate_checkpoint(path, obs_preprocessor=..., "
-                        "reward_preprocessor=...)")

@@ -87,6 +87,23 @@ class BasePolicy(ABC):
     def act(self, obs: np.ndarray, *, deterministic: bool = False) -> PolicyOutput:
         """Choose actions for a batch of observations (numpy in, numpy out)."""
 
+    def export_module(self) -> Any:
+        """A torch module mapping a float32 observation batch to the deterministic env actions.
+
+        What ``act(obs, deterministic=True)`` sends to the envs (``env_actions``, else ``actions``), as one
+        ``nn.Module`` that ``rlightning export`` traces to TorchScript and ONNX. Optional: a policy without it
+        cannot be exported.
+
+        Raises:
+            UserError: the policy does not provide one (the base class).
+        """
+        from rlightning_core.errors import UserError
+
+        cls = type(self)
+        raise UserError(f"policy {cls.__qualname__} (from the plugin module {cls.__module__.split('.')[0]}) does "
+                        "not provide export_module(), so it cannot be exported; acting from Python with "
+                        "rlightning_core.load_policy(RUN_DIR).predict(obs) works for every policy")
+
     def value(self, obs: np.ndarray) -> np.ndarray:
         """State values of a batch of observations, for bootstrapping truncated episodes (actor-critics)."""
         raise NotImplementedError(f"{type(self).__name__} does not estimate state values")

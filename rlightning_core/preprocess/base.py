@@ -33,6 +33,25 @@ class Preprocessor:
         """Transform a batch of rewards ``[N]``; ``done`` marks episodes that ended on this step."""
         return reward
 
+    def export_module(self) -> Any:
+        """A torch module computing :meth:`obs` with ``update=False`` on a tensor batch (``rlightning export``).
+
+        The base class's identity when the subclass leaves observations alone (a reward preprocessor);
+        a subclass that transforms observations overrides it, else exporting its run is refused.
+
+        Raises:
+            UserError: this preprocessor transforms observations and provides no torch version.
+        """
+        if type(self).obs is Preprocessor.obs:
+            from torch import nn
+
+            return nn.Identity()
+        from rlightning_core.errors import UserError
+
+        cls = type(self)
+        raise UserError(f"preprocessor {cls.__qualname__} (from {cls.__module__}) transforms observations but "
+                        "provides no export_module(), so a policy trained with it cannot be exported")
+
     def state_dict(self) -> dict[str, Any]:
         """Statistics to checkpoint and sync (numpy arrays / plain numbers)."""
         return {}

@@ -103,6 +103,13 @@ class NormalizeObs(Preprocessor):
         out = (obs - total.mean) / total.std(self.params.epsilon)
         return np.clip(out, -self.params.clip, self.params.clip).astype(np.float32)
 
+    def export_module(self) -> Any:
+        """:meth:`obs` with ``update=False`` as a torch module (the current statistics, frozen)."""
+        from rlightning_core.preprocess.torch_modules import NormalizeObsModule
+
+        total = self.rms
+        return NormalizeObsModule(total.mean, total.std(self.params.epsilon), self.params.clip)
+
     def state_dict(self) -> dict[str, Any]:
         """``mean``, ``var`` (float64 arrays), ``count``; ``new_*`` since the last sync; ``uid``."""
         return {} if self._stats is None else self._stats.state_dict()
@@ -195,6 +202,12 @@ class ClipObs(Preprocessor):
     def obs(self, obs: np.ndarray, *, update: bool = True) -> np.ndarray:
         """``clip(obs, low, high)`` as float32."""
         return np.clip(np.asarray(obs, dtype=np.float32), self.params.low, self.params.high)
+
+    def export_module(self) -> Any:
+        """:meth:`obs` as a torch module."""
+        from rlightning_core.preprocess.torch_modules import ClipObsModule
+
+        return ClipObsModule(self.params.low, self.params.high)
 
 
 class ClipReward(Preprocessor):

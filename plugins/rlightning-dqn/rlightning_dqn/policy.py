@@ -88,6 +88,18 @@ def _adam(parameters: Any, lr: float) -> torch.optim.Optimizer:
         return torch.optim.Adam(parameters, lr=lr, foreach=True)
 
 
+class _Greedy(torch.nn.Module):
+    """Observations -> greedy env actions (``argmax Q`` plus the action space's ``start``)."""
+
+    def __init__(self, q: QNetwork, start: int) -> None:
+        super().__init__()
+        self.q, self.start = q, int(start)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Actions of a float32 batch."""
+        return self.q(obs.reshape(obs.shape[0], -1)).argmax(-1) + self.start
+
+
 class DQNPolicy(BasePolicy):
     """DQN / double DQN with a target network and epsilon-greedy exploration."""
 
@@ -127,6 +139,10 @@ class DQNPolicy(BasePolicy):
                 actions = torch.where(explore, random, greedy)
             out = actions.numpy().astype(np.int64)
         return PolicyOutput(actions=out, env_actions=out + self.action_start if self.action_start else None)
+
+    def export_module(self) -> torch.nn.Module:
+        """Greedy ``act(obs, deterministic=True)`` as a module (for ``rlightning export``)."""
+        return _Greedy(self.q, self.action_start or 0)
 
     # -- training --------------------------------------------------------------------------------------------
     def learn(self, buffer: Any, *, progress: float = 0.0) -> dict[str, float]:

@@ -61,6 +61,25 @@ class _AdvantageNorm:
         return self.value
 
 
+class _Deterministic(torch.nn.Module):
+    """Observations -> deterministic env actions: the logits' argmax, or the mean clipped to the action box."""
+
+    def __init__(self, net: ActorCritic, discrete: bool, low: torch.Tensor | None, high: torch.Tensor | None
+                 ) -> None:
+        super().__init__()
+        self.net, self.discrete = net, discrete
+        if not discrete:
+            self.register_buffer("low", low.clone())
+            self.register_buffer("high", high.clone())
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Actions of a float32 batch."""
+        out, _ = self.net(obs.reshape(obs.shape[0], -1))
+        if self.discrete:
+            return out.argmax(-1)
+        return torch.minimum(torch.maximum(out, self.low), self.high)
+
+
 class PPOPolicy(BasePolicy):
     """PPO actor-critic. Extras stored per step: ``log_prob`` and ``value``."""
 
@@ -138,6 +157,10 @@ class PPOPolicy(BasePolicy):
         logp = logp_all[np.arange(len(actions)), actions]
         return PolicyOutput(actions=actions.astype(np.int64, copy=False),
                             extras={"log_prob": logp.astype(np.float32, copy=False), "value": value.numpy()})
+
+    def export_module(self) -> torch.nn.Module:
+        """What ``act(obs, deterministic=True)`` sends to the envs, as a module (for ``rlightning export``)."""
+        return _Deterministic(self.net, self.discrete, getattr(self, "low", None), getattr(self, "high", None))
 
     def value(self, obs: np.ndarray) -> np.ndarray:
         """State values, for bootstrapping truncated episodes and the end of a rollout."""

@@ -59,6 +59,23 @@ def _space_info(observation_space: Any, action_space: Any) -> tuple[int, int]:
     return int(np.prod(observation_space.shape)), int(action_space.shape[0])
 
 
+class _Deterministic(torch.nn.Module):
+    """Observations -> ``tanh(mean)`` rescaled to the action box and clipped (the deterministic env actions)."""
+
+    def __init__(self, actor: Actor, low: np.ndarray, high: np.ndarray) -> None:
+        super().__init__()
+        self.actor = actor
+        self.register_buffer("low", torch.as_tensor(low).clone())
+        self.register_buffer("high", torch.as_tensor(high).clone())
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Actions of a float32 batch."""
+        mean, _ = self.actor(obs.reshape(obs.shape[0], -1))
+        out = torch.tanh(mean)
+        scaled = self.low + 0.5 * (out + 1.0) * (self.high - self.low)
+        return torch.minimum(torch.maximum(scaled, self.low), self.high)
+
+
 class SACPolicy(BasePolicy):
     """SAC with twin critics, target critics, a tanh-squashed Gaussian actor and automatic entropy tuning."""
 
@@ -122,6 +139,10 @@ class SACPolicy(BasePolicy):
             out = actions.cpu().numpy()
         env_actions = np.clip(self.low + 0.5 * (out + 1.0) * (self.high - self.low), self.low, self.high)
         return PolicyOutput(actions=out, env_actions=env_actions.astype(np.float32, copy=False))
+
+    def export_module(self) -> torch.nn.Module:
+        """What ``act(obs, deterministic=True)`` sends to the envs, as a module (for ``rlightning export``)."""
+        return _Deterministic(self.actor, self.low, self.high)
 
     def _cast(self) -> Any:
         """bf16 autocast around forward passes when ``precision: bf16`` (backward runs outside it)."""
