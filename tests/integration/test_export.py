@@ -11,6 +11,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
+from env_observations import rollout_observations
 
 pytestmark = pytest.mark.usefixtures("training_plugins")
 
@@ -47,18 +48,7 @@ def run(request, tmp_path_factory) -> tuple[str, Path]:
 
 
 def _observations(env_id: str, n: int = 1000, seed: int = 5) -> np.ndarray:
-    """``n`` observations of a random-action rollout of the env."""
-    env = gym.make(env_id)
-    env.action_space.seed(seed)
-    obs, _ = env.reset(seed=seed)
-    out = []
-    for _ in range(n):
-        out.append(obs)
-        obs, _, terminated, truncated, _ = env.step(env.action_space.sample())
-        if terminated or truncated:
-            obs, _ = env.reset()
-    env.close()
-    return np.asarray(out, dtype=np.float32)
+    return rollout_observations(env_id, n, seed)
 
 
 def _assert_same(env_id: str, got: np.ndarray, expected: np.ndarray) -> None:

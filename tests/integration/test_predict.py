@@ -6,9 +6,9 @@ import os
 import shlex
 from pathlib import Path
 
-import gymnasium as gym
 import numpy as np
 import pytest
+from env_observations import rollout_observations
 
 pytestmark = pytest.mark.usefixtures("training_plugins")
 
@@ -41,18 +41,7 @@ def trained(tmp_path_factory):
 
 
 def _observations(n: int, seed: int = 3, env_id: str = "CartPole-v1") -> np.ndarray:
-    """``n`` observations of a random-action rollout (the states a policy really meets)."""
-    env = gym.make(env_id)
-    env.action_space.seed(seed)
-    obs, _ = env.reset(seed=seed)
-    out = []
-    for _ in range(n):
-        out.append(obs)
-        obs, _, terminated, truncated, _ = env.step(env.action_space.sample())
-        if terminated or truncated:
-            obs, _ = env.reset()
-    env.close()
-    return np.asarray(out, dtype=np.float32)
+    return rollout_observations(env_id, n, seed)
 
 
 def test_predict_equals_the_training_rollout_action(trained):
