@@ -21,7 +21,8 @@ TINY = ("cluster.mode=ray", "engine.type=async", "env.num_workers=2", "env.num_e
 
 def _learner_counts(ray, ex):
     return ray.get([ln.__ray_call__.remote(
-        lambda self: (self.buffer_kind(), len(getattr(self, "_rollout_queue", [])), self.policy.weight_version))
+        lambda self: (self.buffer_kind(), len(getattr(self, "_rollout_queue", [])), self.policy.weight_version,
+                      self.buffer_size()))
         for ln in ex.learners])
 
 
@@ -35,10 +36,12 @@ def test_ppo_learns_from_whole_rollouts_under_the_async_engine(ray_cluster, tmp_
     assert result.stop_reason == "total_steps" and result.env_steps >= 2048
     # 2048 steps over 4 envs are 16 rollouts of 32 steps, each one 64-step chunk from each of the 2 runners.
     # Every chunk collected was dropped as too stale, learned from (two per update: one complete rollout), or
-    # still waits for its rollout's other half, except the runners' last in-flight chunks (at most
-    # max_chunks_in_flight each), which may not have reached the learner when the run stopped. How the chunks
-    # split between learned and waiting depends on the runners' relative speed, so it is not asserted.
-    [(kind, waiting, _)] = seen["value"]
+    # still waits for its rollout's other half (queued, or already placed in the half-filled buffer), except the
+    # runners' last in-flight chunks (at most max_chunks_in_flight each), which may not have reached the learner
+    # when the run stopped. How the chunks split between learned and waiting depends on the runners' relative
+    # speed, so it is not asserted.
+    [(kind, queued, _, stored)] = seen["value"]
+    waiting = queued + stored // 64  # a 64-step chunk per column pair placed in the buffer, not yet learned
     rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     dropped = [r["async/dropped_chunks"] for r in rows if "async/dropped_chunks" in r][-1]
     chunks, in_flight = result.env_steps // 64, 2 * config.engine.params.max_chunks_in_flight
