@@ -3,7 +3,7 @@
 "Not installed" is real here: the CLI runs in a subprocess whose ``sitecustomize``
 (tests/fixtures/block_modules) hides the named top-level modules from every import finder, so ``import mujoco``
 raises ``ModuleNotFoundError`` and ``importlib.util.find_spec`` returns ``None`` exactly as when the package is
-absent. Some packages (pymunk, Box2D, ale_py, swanboard) are not in the dev environment at all; they are
+absent. Some packages (pymunk, Box2D, swanboard) are not in the dev environment at all; they are
 blocked as well, so the tests mean the same on a machine that has them.
 """
 
@@ -24,6 +24,12 @@ CARTPOLE = """
 env: {{type: gymnasium, params: {{id: {env_id}}}}}
 policy: {{type: ppo}}
 engine: {{type: sync, total_steps: 2048}}
+"""
+
+ATARI_PRESET = """
+env: {type: gymnasium, params: {id: ALE/Breakout-v5, preset: atari}}
+policy: {type: ppo}
+engine: {type: sync, total_steps: 2048}
 """
 
 LOGGER = """
@@ -56,6 +62,10 @@ CASES = [
      "pip install 'rlightning-gymnasium[atari]'"),
     ("atari-module", "ale_py", CARTPOLE.format(env_id="'ale_py:ALE/Pong-v5'"), "ale_py",
      "pip install 'rlightning-gymnasium[atari]'"),
+    ("atari-v4", "ale_py", CARTPOLE.format(env_id="BreakoutNoFrameskip-v4"), "ale_py",
+     "pip install 'rlightning-gymnasium[atari]'"),
+    ("atari-preset", "ale_py", ATARI_PRESET, "ale_py", "pip install 'rlightning-gymnasium[atari]'"),
+    ("atari-preset-opencv", "cv2", ATARI_PRESET, "cv2", "pip install 'rlightning-gymnasium[atari]'"),
     ("ray", "ray", "examples/cartpole_ppo_ray.yaml", "ray", "pip install 'rlightning[ray]'"),
     ("moviepy", "moviepy", VIDEO, "moviepy", "pip install 'rlightning[video]'"),
     ("pettingzoo-family", "pymunk", PISTONBALL, "pymunk", "pip install 'rlightning-pettingzoo[butterfly]'"),

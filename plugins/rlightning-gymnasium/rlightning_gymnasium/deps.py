@@ -9,10 +9,13 @@ extra of this plugin that installs what is missing.
 
 from __future__ import annotations
 
+import re
+
 from rlightning_core.dependencies import is_installed, pip_name, require
 from rlightning_core.errors import MissingDependencyError, UserError
 
-__all__ = ["EXTRAS", "check_env_dependencies", "entry_point_module", "translate_make_error"]
+__all__ = ["EXTRAS", "check_env_dependencies", "ensure_ale_registered", "entry_point_module", "looks_like_atari",
+           "translate_make_error"]
 
 _DIST = "rlightning-gymnasium"
 
@@ -30,6 +33,29 @@ _RENDER_WITH_PYGAME = ("gymnasium.envs.classic_control", "gymnasium.envs.toy_tex
 
 #: Env-id namespaces that a package registers when imported (``ALE/Pong-v5`` needs ``ale_py``).
 _NAMESPACES = {"ALE": "ale_py"}
+
+#: Atari ids outside the ``ALE/`` namespace, which ale_py registers too (``BreakoutNoFrameskip-v4`` ...).
+_ATARI_V4_RE = re.compile(r"^[A-Z][A-Za-z0-9]*(NoFrameskip|Deterministic)-v[04]$")
+
+
+def looks_like_atari(env_id: str) -> bool:
+    """Whether ``env_id`` is an id of ale_py's (``ALE/Pong-v5``, ``PongNoFrameskip-v4``), told from its name."""
+    return env_id.startswith("ALE/") or bool(_ATARI_V4_RE.match(env_id))
+
+
+def ensure_ale_registered() -> None:
+    """Register ale_py's env ids with Gymnasium when they are not yet (Gymnasium loads no env plugins itself).
+
+    Called only for Atari ids, so other envs never import ale_py; every process that makes an env calls it
+    (the subprocesses of ``async`` workers and Ray actors start with Gymnasium's own registry).
+    """
+    import gymnasium
+
+    if "ALE/Pong-v5" in gymnasium.registry:
+        return
+    import ale_py
+
+    gymnasium.register_envs(ale_py)
 
 
 def _in_family(module: str, prefix: str) -> bool:
@@ -60,15 +86,23 @@ def _requirement(top: str) -> str:
     return pip_name(top)
 
 
-def check_env_dependencies(env_id: str, render_mode: str | None = None) -> None:
+def check_env_dependencies(env_id: str, render_mode: str | None = None, *, atari: bool = False) -> None:
     """Raise :class:`MissingDependencyError` when an optional package that ``env_id`` needs is not installed.
+
+    An Atari id (:func:`looks_like_atari`, or any id when ``atari``) needs ale_py and, for the preset's frame
+    resizing, OpenCV; ale_py's ids are registered here when they are installed.
 
     Args:
         env_id: a Gymnasium id (``Hopper-v5``) or ``module:EnvId``.
         render_mode: the render mode the env is built with; rendering classic-control and toy-text envs
             needs pygame.
+        atari: the env uses the ``atari`` preset.
     """
     needed_by = f"env {env_id!r}"
+    if atari or looks_like_atari(env_id.split(":", 1)[-1]):
+        modules = ("ale_py", "cv2") if atari else ("ale_py",)
+        require(modules, pip=f"{_DIST}[atari]", needed_by=needed_by + (" (preset atari)" if atari else ""))
+        ensure_ale_registered()
     namespace = env_id.split("/", 1)[0] if "/" in env_id and ":" not in env_id else None
     if namespace in _NAMESPACES and not is_installed(_NAMESPACES[namespace]):
         top = _NAMESPACES[namespace]

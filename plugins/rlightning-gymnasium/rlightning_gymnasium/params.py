@@ -17,9 +17,12 @@ from attrs import Factory, define, field
 
 from rlightning_core.config.validators import ge, one_of
 
-__all__ = ["VECTORIZATION_MODES", "GymnasiumParams", "WrapperSpec", "available_wrappers", "resolve_wrapper"]
+__all__ = ["PRESETS", "ROLES", "VECTORIZATION_MODES", "GymnasiumParams", "WrapperSpec", "available_wrappers",
+           "resolve_wrapper"]
 
 VECTORIZATION_MODES = ("sync", "async")
+PRESETS = (None, "atari")
+ROLES = ("train", "eval")
 _WRAPPER_PREFIX = "gymnasium.wrappers."
 _IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -132,19 +135,18 @@ def _env_id(_inst: Any, _attr: Any, value: Any) -> None:
         raise ValueError(f"must be a Gymnasium env id such as 'CartPole-v1', got {value!r}")
     from rlightning_gymnasium.deps import check_env_dependencies
 
+    # First: it names a missing package (``ALE/Pong-v5`` needs ale_py) and registers ale_py's ids.
+    check_env_dependencies(value, atari=getattr(_inst, "preset", None) == "atari")
     if ":" in value:  # ``module:EnvId`` imports ``module`` (which registers the id) when the env is made
-        check_env_dependencies(value)
         return
     import gymnasium
 
     try:
         gymnasium.spec(value)
     except gymnasium.error.Error as exc:
-        check_env_dependencies(value)  # e.g. ``ALE/Pong-v5``, whose namespace ale_py registers
         raise ValueError(
             f"{exc} (an env registered by another package is written 'package_module:EnvId')"
         ) from None
-    check_env_dependencies(value)
 
 
 def _env_creator(env_id: Any) -> Any:
@@ -208,9 +210,44 @@ class GymnasiumParams:
     """Truncate episodes after this many steps (``null``: the env's registered limit)."""
     context: str | None = field(default=None, validator=one_of(None, "fork", "spawn", "forkserver"))
     """multiprocessing start method of ``async`` workers (``null``: Python's default)."""
+    preset: str | None = field(default=None, validator=one_of(*PRESETS))
+    """``atari``: the standard Atari preprocessing, for an ``ALE/...-v5`` or ``...NoFrameskip-v4`` id (needs
+    ``pip install 'rlightning-gymnasium[atari]'``): no-op reset, frame skip 4 with max-pooling, 84x84
+    grayscale, FIRE on reset where the game needs it, 4 stacked frames as ``uint8`` of shape ``(4, 84, 84)``;
+    in training only, a lost life ends the episode and rewards are clipped to [-1, 1]. Episode returns are
+    the whole game's unclipped score in training and evaluation alike. Its wrappers come before
+    ``wrappers``; ``max_episode_steps`` then counts agent steps (4 frames each). See
+    :mod:`rlightning_gymnasium.atari`. ``null``: none."""
+    role: str = field(default="train", validator=one_of(*ROLES))
+    """``train`` or ``eval``: evaluation builds its envs with ``eval`` (a preset's training-only parts off).
+    Left to its default in a config."""
 
     def __attrs_post_init__(self) -> None:
         clash = sorted(set(self.kwargs) & set(_RESERVED_KWARGS))
         if clash:
             reasons = [f"{k!r} is not a make() kwarg here: {_RESERVED_KWARGS[k]}" for k in clash]
             raise ValueError("kwargs: " + "; ".join(reasons))
+        if self.preset == "atari":
+            self._check_atari()
+
+    def _check_atari(self) -> None:
+        from rlightning_gymnasium.deps import entry_point_module
+
+        module = entry_point_module(self.id) if isinstance(self.id, str) else None
+        if module is not None and module.split(".", 1)[0] != "ale_py":  # ``None``: the id validator reports it
+            raise ValueError(f"preset 'atari' needs an Atari env id such as 'ALE/Breakout-v5' or "
+                             f"'BreakoutNoFrameskip-v4', got {self.id!r}")
+        if "frameskip" in self.kwargs:
+            raise ValueError("kwargs: 'frameskip' cannot be set with preset 'atari': the preset skips 4 frames "
+                             "itself (the env is made with frameskip=1)")
+
+    @property
+    def training(self) -> bool:
+        """Whether these params build training envs (``role: train``)."""
+        return self.role == "train"
+
+    def eval_env_config(self, cfg: Any) -> Any:
+        """The env config evaluation builds for ``cfg`` (this env): the same with ``role: eval``."""
+        from attrs import evolve
+
+        return evolve(cfg, params=evolve(self, role="eval"))

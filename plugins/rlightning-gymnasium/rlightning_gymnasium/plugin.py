@@ -22,7 +22,8 @@ def make_gymnasium_worker(
     """Build a :class:`~rlightning_gymnasium.worker.GymnasiumWorker` (a vector of ``num_envs`` envs)."""
     from rlightning_gymnasium.deps import check_env_dependencies
 
-    check_env_dependencies(params.id, render_mode=render_mode)  # e.g. pygame, which only rendering needs
+    # e.g. pygame, which only rendering needs
+    check_env_dependencies(params.id, render_mode=render_mode, atari=params.preset == "atari")
     from rlightning_gymnasium.worker import GymnasiumWorker
 
     return GymnasiumWorker(params, num_envs=num_envs, seed=seed, worker_index=worker_index,

@@ -20,7 +20,7 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, Vecto
 from gymnasium.vector.utils import concatenate, create_empty_array, iterate
 
 from rlightning_core.env.base import EpisodeStats, StepBatch
-from rlightning_gymnasium.deps import translate_make_error
+from rlightning_gymnasium.deps import ensure_ale_registered, looks_like_atari, translate_make_error
 from rlightning_gymnasium.params import GymnasiumParams, resolve_wrapper
 from rlightning_gymnasium.state import env_state, load_env_state
 
@@ -34,11 +34,16 @@ def make_single_env(params: GymnasiumParams, render_mode: str | None = None) -> 
         params: the structured ``env[i].params``.
         render_mode: Gymnasium render mode (``rgb_array`` for videos), or ``None``.
     """
+    atari = params.preset == "atari"
     kwargs: dict[str, Any] = dict(params.kwargs)
-    if params.max_episode_steps is not None:
+    if params.max_episode_steps is not None and not atari:  # the preset counts agent steps, not frames
         kwargs["max_episode_steps"] = params.max_episode_steps
     if render_mode is not None:
         kwargs["render_mode"] = render_mode
+    if atari:
+        kwargs["frameskip"] = 1
+    if atari or looks_like_atari(params.id):
+        ensure_ale_registered()  # in every process that makes envs: async subprocesses, Ray actors
     try:
         env = gymnasium.make(params.id, **kwargs)
     except (ImportError, gymnasium.error.DependencyNotInstalled) as exc:  # what the env imports is missing
@@ -46,6 +51,10 @@ def make_single_env(params: GymnasiumParams, render_mode: str | None = None) -> 
         if user_error is None:
             raise
         raise user_error from None
+    if atari:
+        from rlightning_gymnasium.atari import wrap_atari
+
+        env = wrap_atari(env, training=params.training, max_episode_steps=params.max_episode_steps)
     for spec in params.wrappers:
         env = resolve_wrapper(spec.type)(env, **spec.kwargs)
     return env
@@ -97,6 +106,8 @@ class GymnasiumWorker:
         self._returns = np.zeros(num_envs, dtype=np.float64)
         self._started = np.zeros(num_envs, dtype=np.int64)
         self._t = 0
+        # The atari preset ends episodes on lost lives in training; its envs report whole games themselves.
+        self._game_episodes = params.preset == "atari"
         self._has_reset = False
         self._closed = False
 
@@ -131,11 +142,14 @@ class GymnasiumWorker:
             ended = np.flatnonzero(done)
             rows = ended.tolist()
             final_obs = self._final_obs(obs, info["final_obs"], rows)
-            lengths = (self._t - self._started[ended]).tolist()
-            episodes = [
-                EpisodeStats(env_index=i, episode_return=r, length=n)
-                for i, r, n in zip(rows, self._returns[ended].tolist(), lengths, strict=True)
-            ]
+            if self._game_episodes:
+                episodes = _game_episodes(info["final_info"], rows)
+            else:
+                lengths = (self._t - self._started[ended]).tolist()
+                episodes = [
+                    EpisodeStats(env_index=i, episode_return=r, length=n)
+                    for i, r, n in zip(rows, self._returns[ended].tolist(), lengths, strict=True)
+                ]
             self._returns[ended] = 0.0
             self._started[ended] = self._t
         metrics = _collect_metrics(info, done) if info else {}  # info is {} on most steps of most envs
@@ -218,6 +232,20 @@ class GymnasiumWorker:
         space = self.observation_space
         out: Any = create_empty_array(space, n=self.num_envs)
         return concatenate(space, items, out)
+
+
+def _game_episodes(final_info: dict[str, Any], rows: list[int]) -> list[EpisodeStats]:
+    """The games that ended among ``rows``, as the envs' ``RecordEpisodeStatistics`` counted them.
+
+    An env whose episode ended on a lost life (the atari preset in training) has no ``episode`` entry: its
+    game goes on, so it contributes no episode.
+    """
+    stats = final_info.get("episode")
+    if stats is None:
+        return []
+    mask = final_info["_episode"]
+    return [EpisodeStats(env_index=i, episode_return=float(stats["r"][i]), length=int(stats["l"][i]))
+            for i in rows if mask[i]]
 
 
 def _copy_obs(obs: Any) -> Any:

@@ -1,8 +1,8 @@
 """Which optional packages an env id needs (told from Gymnasium's registry), and what making an env reports.
 
 A module is made "not installed" in-process with ``sys.modules[name] = None``, which Python's import system
-treats as absent (``import`` raises ``ModuleNotFoundError``, ``find_spec`` refuses it); Box2D and ale_py are
-absent from the dev environment for real. The CLI's view (exit code 2, no traceback) is in
+treats as absent (``import`` raises ``ModuleNotFoundError``, ``find_spec`` refuses it); Box2D is absent
+from the dev environment for real. The CLI's view (exit code 2, no traceback) is in
 tests/e2e/test_missing_dependencies.py.
 """
 
