@@ -158,3 +158,28 @@ def test_without_ale_py_an_atari_id_names_the_extra(monkeypatch):
         with pytest.raises(MissingDependencyError) as info:
             GymnasiumParams(**kwargs)
         assert (info.value.module, info.value.requirement) == ("ale_py", "rlightning-gymnasium[atari]")
+
+
+def test_chunks_keep_the_uint8_frames():
+    """The env side stores what the env returns: a chunk of Atari frames is uint8, 4x smaller than float32."""
+    from rlightning_core.env.runner import EnvRunner
+    from rlightning_core.policy.base import PolicyRole
+    from rlightning_core.testing.doubles import TinyPolicy, TinyPolicyParams
+
+    with GymnasiumWorker(GymnasiumParams(id="ALE/Breakout-v5", preset="atari"), num_envs=2, seed=0) as w:
+        policy = TinyPolicy(TinyPolicyParams(), observation_space=w.observation_space, action_space=w.action_space,
+                            role=PolicyRole.ROLLOUT)
+        runner = EnvRunner(w, policy, needs_next_obs=True)
+        chunk, stats = runner.collect(8)
+    for key in ("obs", "next_obs"):
+        assert (chunk.data[key].shape, chunk.data[key].dtype) == ((8, 2, 4, 84, 84), np.uint8)
+    assert chunk.last_obs.dtype == np.uint8 and stats.steps == 16
+
+
+def test_async_workers_register_the_ale_ids_in_their_subprocesses():
+    """A spawned subprocess starts with Gymnasium's own registry; making the env registers ale_py's ids there."""
+    params = GymnasiumParams(id="ALE/Breakout-v5", preset="atari", vectorization="async", context="spawn")
+    with GymnasiumWorker(params, num_envs=2, seed=0) as w:
+        obs = w.reset()
+        batch = w.step(np.zeros(2, dtype=np.int64))
+    assert obs.dtype == batch.obs.dtype == np.uint8 and batch.obs.shape == (2, 4, 84, 84)
