@@ -183,3 +183,14 @@ def test_async_workers_register_the_ale_ids_in_their_subprocesses():
         obs = w.reset()
         batch = w.step(np.zeros(2, dtype=np.int64))
     assert obs.dtype == batch.obs.dtype == np.uint8 and batch.obs.shape == (2, 4, 84, 84)
+
+
+@pytest.mark.parametrize("example", ["breakout_ppo.yaml", "breakout_dqn.yaml"])
+def test_the_breakout_examples_load_with_the_preset(example):
+    from pathlib import Path
+
+    from rlightning_core import load_config
+
+    config = load_config(Path(__file__).resolve().parents[3] / "examples" / example)
+    (env,) = config.env
+    assert (env.params.id, env.params.preset, env.params.role) == ("BreakoutNoFrameskip-v4", "atari", "train")
