@@ -13,7 +13,7 @@ import click
               help="Write the episodes into this MP4 file instead of opening a window (needs moviepy). "
                    "Without a display the default is RUN_DIR/videos/enjoy.mp4.")
 @click.option("--best", is_flag=True, help="Use the best-by-eval checkpoint instead of the latest.")
-@click.option("--seed", type=int, default=None,
+@click.option("--seed", type=click.IntRange(min=0), default=None,
               help="Episode i resets the env with SEED + i (default: the run's seed).")
 @click.option("--deterministic/--stochastic", default=True, show_default=True,
               help="Take the policy's mode, or sample actions (torch seeded with SEED).")

@@ -154,3 +154,21 @@ def test_without_moviepy_mp4_mode_names_the_extra(run_dir, rlightning_cli):
     assert result.returncode == 2, result.output
     assert "Traceback" not in result.output
     assert "needs the Python module 'moviepy'" in result.stderr and "pip install 'rlightning[video]'" in result.stderr
+
+
+def test_with_a_display_the_env_renders_in_a_window(run_dir, monkeypatch):
+    """Human mode on SDL's dummy video driver (a real pygame window, drawn nowhere): no video, same returns."""
+    from rlightning_core.enjoy import enjoy, has_display
+
+    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
+    monkeypatch.setenv("DISPLAY", ":99")
+    assert has_display()
+    before = set((run_dir / "videos").glob("*")) if (run_dir / "videos").exists() else set()
+    result = enjoy(run_dir, episodes=1, seed=3)
+    assert result.render_mode == "human" and result.video is None and result.frames == 0
+    assert list(zip(result.returns, result.lengths, strict=True)) == _direct_returns(run_dir, [3])
+    after = set((run_dir / "videos").glob("*")) if (run_dir / "videos").exists() else set()
+    assert after == before
+    monkeypatch.setenv("DISPLAY", "")
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    assert not has_display()
