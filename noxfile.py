@@ -122,6 +122,16 @@ def bench(session: nox.Session) -> None:
         session.run("python", script)
 
 
+@nox.session(name="bench-predict")
+def bench_predict(session: nox.Session) -> None:
+    """The predict target alone: batch vs single-observation predict, and latency beside SB3 (flags pass on)."""
+    _install_core(session)
+    for plugin in PLUGINS:
+        session.install("-e", str(plugin))
+    session.install("stable-baselines3>=2.3")
+    session.run("python", "benchmarks/predict_latency.py", *session.posargs)
+
+
 @nox.session
 def docs(session: nox.Session) -> None:
     """Build the documentation site with mkdocs, strict (any warning fails, a stale reference page included)."""
