@@ -102,6 +102,7 @@ class RunEvents:
                 name, exc = stopped
                 self._request(f"plugin {name!r} raised StopTraining in {hook_name}", exc)
         args = [kwargs[a] for a in EVENTS[hook_name]]
+        failed: Exception | None = None  # on_run_end reaches every callback; its first error is raised after
         for cb in self.callbacks:
             method = getattr(cb, hook_name, None)
             if method is None:
@@ -115,9 +116,14 @@ class RunEvents:
                 continue
             except Exception as exc:
                 log.error("%s raised %s: the run fails", where, type(exc).__name__)
-                raise
+                if hook_name != "on_run_end":
+                    raise
+                failed = failed or exc
+                continue
             if answer is False and hook_name != "on_run_end":
                 self._request(f"{where} returned False", None)
+        if failed is not None:
+            raise failed
 
     def _request(self, default: str, exc: StopTraining | None) -> None:
         message = str(exc) if exc is not None and str(exc) else default
