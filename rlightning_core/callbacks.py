@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EVENTS", "Callback", "RunEvents", "StopTraining"]
+__all__ = ["EVENTS", "Callback", "RunEvents", "StopTraining", "check_callbacks"]
 
 log = logging.getLogger("rlightning")
 
@@ -87,12 +87,8 @@ class RunEvents:
         from rlightning_core.run import StopRequest
 
         self.plugins = plugins
-        self.callbacks = list(callbacks)
+        self.callbacks = check_callbacks(callbacks)
         self.stop = stop if stop is not None else StopRequest()
-        for cb in self.callbacks:
-            if not any(callable(getattr(cb, name, None)) for name in EVENTS):
-                raise TypeError(f"callbacks: {cb!r} has none of the callback methods ({', '.join(EVENTS)}); "
-                                "subclass rlightning_core.Callback")
 
     def call_each(self, hook_name: str, /, **kwargs: Any) -> None:
         """Send one event to every plugin hook, then every callback (positional, in :data:`EVENTS` order)."""
@@ -130,3 +126,15 @@ class RunEvents:
         if self.stop.message is None and not self.stop.requested:
             self.stop.message = message
             log.warning("stop requested (%s): stopping after this iteration with a final checkpoint", message)
+
+
+def check_callbacks(callbacks: Iterable[Any]) -> list[Any]:
+    """``callbacks`` as a list, or a ``TypeError`` naming the first item that is not a callback object."""
+    out = list(callbacks)
+    for cb in out:
+        if isinstance(cb, type):
+            raise TypeError(f"callbacks: {cb.__name__} is a class; pass an instance ({cb.__name__}())")
+        if not any(callable(getattr(cb, name, None)) for name in EVENTS):
+            raise TypeError(f"callbacks: {cb!r} has none of the callback methods ({', '.join(EVENTS)}); "
+                            "subclass rlightning_core.Callback")
+    return out

@@ -231,3 +231,9 @@ def test_a_callback_failing_at_the_run_end_fails_the_run_after_the_cleanup(tmp_p
               overrides=[*TINY, "engine.total_steps=256", "engine.eval_every=0", "checkpoint.every=0"])
     assert of(log)[-1] == ("on_run_end", {"run_dir": tmp_path / "run", "status": "completed", "error": None})
     assert len(list((tmp_path / "run" / "checkpoints").glob("ckpt-*.pt"))) == 1  # the run itself had finished
+
+
+def test_a_callback_class_instead_of_an_instance_is_refused_before_anything_is_built(tmp_path):
+    with pytest.raises(TypeError, match=r"Recorder is a class; pass an instance"):
+        train(str(CARTPOLE), tmp_path / "run", overrides=list(TINY), callbacks=[Recorder])
+    assert not (tmp_path / "run").exists()
