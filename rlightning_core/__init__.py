@@ -22,6 +22,7 @@ from rlightning_core.lazy import lazy_getattr
 from rlightning_core.plugins import get_plugins, load_plugins, reset_plugins
 
 if TYPE_CHECKING:
+    from rlightning_core.callbacks import Callback, StopTraining
     from rlightning_core.config import (
         BufferConfig,
         CheckpointConfig,
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
         load_config_dict,
     )
     from rlightning_core.predict import LoadedPolicy, load_policy
+    from rlightning_core.training import train
 
 # Imported on first attribute access: the config API (cattrs, yaml), which a Ray env worker never needs.
 _LAZY: dict[str, str] = {
@@ -48,10 +50,14 @@ _LAZY: dict[str, str] = {
 }
 # The predict API: imports torch and the plugins when first used.
 _LAZY.update({"LoadedPolicy": "rlightning_core.predict", "load_policy": "rlightning_core.predict"})
+# Library training: train() builds a run (torch, the plugins) when called; callbacks are light.
+_LAZY.update({"train": "rlightning_core.training", "Callback": "rlightning_core.callbacks",
+              "StopTraining": "rlightning_core.callbacks"})
 
 __all__ = [
     "PLUGIN_API_VERSION",
     "BufferConfig",
+    "Callback",
     "CheckpointConfig",
     "ClusterConfig",
     "ComponentConfig",
@@ -68,6 +74,7 @@ __all__ = [
     "PolicyConfig",
     "PreprocessorConfig",
     "RlightningError",
+    "StopTraining",
     "UnknownComponentError",
     "UserError",
     "__version__",
@@ -78,6 +85,7 @@ __all__ = [
     "load_plugins",
     "load_policy",
     "reset_plugins",
+    "train",
 ]
 
 

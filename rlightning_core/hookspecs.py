@@ -166,7 +166,9 @@ def register_commands(cli: Any) -> None:
 
 # --------------------------------------------------------------------------------------------------------------
 # Run lifecycle: observers (loggers, notifiers, experiment trackers). Called on the driver, in order, for every
-# loaded plugin. Return values are ignored.
+# loaded plugin, then for the run's Python callbacks (rlightning_core.callbacks). Return values are ignored; a
+# hook stops a training run only by raising rlightning_core.StopTraining (at the iteration boundary, with a final
+# checkpoint), and any other exception is reported and skipped.
 # --------------------------------------------------------------------------------------------------------------
 
 
@@ -205,6 +207,25 @@ def on_metrics(step: int, metrics: dict[str, float]) -> None:
         def on_metrics(step, metrics):
             if "eval/episode_return_mean" in metrics:
                 print(step, metrics["eval/episode_return_mean"])
+    """
+
+
+@hookspec
+def on_eval(step: int, metrics: dict[str, float]) -> None:
+    """An evaluation of the current policy finished.
+
+    Called on the driver after every evaluation (each ``engine.eval_every`` iterations and the final one), before
+    the row of metrics that holds it reaches :func:`on_metrics`.
+
+    Args:
+        step: environment steps at the time of the evaluation.
+        metrics: that evaluation's ``eval/*`` metrics, e.g. ``eval/episode_return_mean``.
+
+    Example::
+
+        @hookimpl
+        def on_eval(step, metrics):
+            print(step, metrics["eval/episode_return_mean"])
     """
 
 

@@ -33,6 +33,7 @@ from packaging.version import Version
 
 from rlightning_core import hookspecs
 from rlightning_core._version import PLUGIN_API_VERSION, __version__
+from rlightning_core.callbacks import StopTraining
 from rlightning_core.errors import PluginLoadError
 from rlightning_core.registry import ComponentSpec, Registry, normalize_dist_name, validate_registration
 from rlightning_core.types import HOOK_FOR_KIND
@@ -120,15 +121,20 @@ class PluginSet:
 
     def call_each(
         self, hook_name: str, /, on_error: Callable[[str, BaseException], None] | None = None, **kwargs: Any
-    ) -> None:
+    ) -> tuple[str, StopTraining] | None:
         """Call every implementation of a hook; one that raises is reported once and skipped.
 
-        Observer plugins (loggers, notifiers) and CLI extensions must not be able to stop a run or starve
-        the others. ``on_error(plugin_name, exc)`` replaces the default warning.
+        Observer plugins (loggers, notifiers) and CLI extensions must not be able to crash a run or starve
+        the others. ``on_error(plugin_name, exc)`` replaces the default warning. A hook may ask the run to stop
+        only by raising :class:`~rlightning_core.callbacks.StopTraining`: the first such ``(plugin name,
+        exception)`` is returned (the other plugins are still called); return values are ignored.
         """
+        stopped: tuple[str, StopTraining] | None = None
         for impl in reversed(getattr(self.pm.hook, hook_name).get_hookimpls()):
             try:
                 impl.function(*[kwargs[a] for a in impl.argnames])
+            except StopTraining as exc:
+                stopped = stopped or (impl.plugin_name, exc)
             except Exception as exc:
                 key = (impl.plugin_name, hook_name)
                 if on_error is not None:
@@ -141,6 +147,7 @@ class PluginSet:
                         RuntimeWarning,
                         stacklevel=2,
                     )
+        return stopped
 
 
 _lock = threading.Lock()

@@ -177,11 +177,12 @@ class RunContext:
 
 def prepare_run(config: MainConfig, run_dir: str | Path | None = None, *, plugins: Any = None,
                 resume: bool = False, preprocessors: list[Any] | None = None,
-                preprocess_fns: list[Any] | None = None) -> RunContext:
+                preprocess_fns: list[Any] | None = None, events: Any = None) -> RunContext:
     """Create (or reopen, when resuming) the run directory, save the config, build the loggers.
 
     ``preprocessors`` / ``preprocess_fns``: what the builders were given beside the config, for the manifest
-    (:func:`build_manifest`).
+    (:func:`build_manifest`). ``events``: where the metrics hub sends ``on_metrics`` / ``on_video`` (the run's
+    :class:`~rlightning_core.callbacks.RunEvents`; default: the plugins' hooks only).
     """
     if plugins is None:
         from rlightning_core.plugins import get_plugins
@@ -200,7 +201,7 @@ def prepare_run(config: MainConfig, run_dir: str | Path | None = None, *, plugin
     for lc in config.logging.loggers:
         spec = plugins.registry.resolve("logger", lc.type)
         loggers.append(spec.build(lc.params, run_dir=path))
-    hub = MetricsHub(path, loggers, plugins)
+    hub = MetricsHub(path, loggers, events if events is not None else plugins)
     return RunContext(run_dir=path, config=config, hub=hub, plugins=plugins,
                       manifest=build_manifest(config, plugins, preprocessors=preprocessors,
                                               preprocess_fns=preprocess_fns), resumed=resume)
@@ -217,15 +218,22 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 @attrs.define
 class StopRequest:
-    """Set by :func:`graceful_stop`'s handlers; the engine polls it between iterations."""
+    """Set by :func:`graceful_stop`'s handlers or by a callback; the engine polls it between iterations."""
 
     signum: int | None = None
-    """The signal that asked the run to stop (``None``: nobody did)."""
+    """The signal that asked the run to stop (``None``: no signal did)."""
+    message: str | None = None
+    """Why a callback or plugin asked the run to stop (:class:`~rlightning_core.callbacks.StopTraining`)."""
 
     @property
     def requested(self) -> bool:
         """Whether a stop was asked for."""
-        return self.signum is not None
+        return self.signum is not None or self.message is not None
+
+    @property
+    def reason(self) -> str:
+        """The run's ``stop_reason``: ``interrupted`` for a signal, ``callback`` for a callback's stop."""
+        return "interrupted" if self.signum is not None else "callback"
 
     @property
     def name(self) -> str:
@@ -239,14 +247,15 @@ class StopRequest:
 
 
 @contextlib.contextmanager
-def graceful_stop() -> Iterator[StopRequest]:
+def graceful_stop(request: StopRequest | None = None) -> Iterator[StopRequest]:
     """Catch SIGINT and SIGTERM while a run trains (main thread only; elsewhere signals keep their handlers).
 
     The first signal records itself in the yielded :class:`StopRequest` (the engine then stops after the
     current iteration); a second raises ``KeyboardInterrupt`` for an immediate stop. Previous handlers (e.g.
-    Ray's own SIGTERM handler in a driver) are restored on exit.
+    Ray's own SIGTERM handler in a driver) are restored on exit. ``request``: record into this one (the run's
+    callbacks share it) instead of a new one.
     """
-    request = StopRequest()
+    request = request if request is not None else StopRequest()
     if threading.current_thread() is not threading.main_thread():
         yield request
         return

@@ -45,43 +45,24 @@ def train(arguments: tuple[str, ...], run_dir: str | None, resume: str | None, d
     With --resume RUN_DIR, CONFIG may be left out: the run's saved config (RUN_DIR/config.yaml) is used, and
     KEY=VALUE pairs apply on top of it (e.g. engine.total_steps=8192 to train longer).
     """
-    from pathlib import Path
-
     from rlightning_cli.commands.list_plugins import warn_load_failures
-    from rlightning_core.config import load_config
     from rlightning_core.plugins import get_plugins
+    from rlightning_core.training import resolve_config, resolve_run_dir
+    from rlightning_core.training import train as run_training
 
     warn_load_failures(get_plugins())
     config_file, overrides = _split_arguments(arguments)
-    if resume is not None and run_dir is None:
-        resume_path = Path(resume)
-        run_dir = str(resume_path if resume_path.is_dir() and resume_path.name != "checkpoints"
-                      else _run_dir_of(resume_path))
-    if config_file is None:
-        if resume is None:
-            raise click.UsageError("Missing argument 'CONFIG' (it may be left out only with --resume RUN_DIR).")
-        config_file = _saved_config(Path(resume))
-        config = _load_saved_config(config_file, overrides)
-    else:
-        config = load_config(config_file, overrides)
+    if config_file is None and resume is None:
+        raise click.UsageError("Missing argument 'CONFIG' (it may be left out only with --resume RUN_DIR).")
+    config, source = resolve_config(config_file, overrides, resume_from=resume)
     if dry_run:
-        click.echo("\n".join(describe_plan(config, config_file, run_dir)))
+        planned = str(resolve_run_dir(config, run_dir, resume_from=resume)) if run_dir or resume else None
+        click.echo("\n".join(describe_plan(config, source, planned)))
         return 0
     setup_logging(config.logging.level)
-
-    from rlightning_core.builders import build_data_buffer, build_engine, build_env_group, build_policy_group
-    from rlightning_core.run import default_run_dir
-
-    target = Path(run_dir) if run_dir else Path(config.run_dir) if config.run_dir else default_run_dir(config)
+    target = resolve_run_dir(config, run_dir, resume_from=resume)
     click.echo(f"Run directory: {target}", err=True)
-    env_group = build_env_group(config.env, seed=config.seed, cluster=config.cluster)
-    try:
-        policy_group = build_policy_group(config.policy.type, config.policy, config.cluster)
-        buffer = build_data_buffer(config.buffer.type, config.buffer)
-        engine = build_engine(config, env_group, policy_group, buffer)
-        result = engine.run(target, resume_from=resume)
-    finally:
-        env_group.close()
+    result = run_training(config, target, resume_from=resume)  # the library's train(): one code path
     ev = f", last eval return {result.last_eval_return:.4g}" if result.last_eval_return is not None else ""
     if result.stop_signal:  # exit code 128 + signal number, as a shell reports a process a signal stopped
         import signal
@@ -89,15 +70,10 @@ def train(arguments: tuple[str, ...], run_dir: str | None, resume: str | None, d
         click.echo(f"Stopped by {result.stop_signal} after {result.iterations} iterations, {result.env_steps} env "
                    f"steps; final checkpoint written. Resume with --resume {result.run_dir}", err=True)
         return 128 + int(signal.Signals[result.stop_signal])
-    click.echo(f"Stopped ({result.stop_reason}) after {result.iterations} iterations, {result.env_steps} env "
+    why = f"callback: {result.stop_message}" if result.stop_reason == "callback" else result.stop_reason
+    click.echo(f"Stopped ({why}) after {result.iterations} iterations, {result.env_steps} env "
                f"steps, {result.train_s:.1f}s of training{ev}. Run directory: {result.run_dir}", err=True)
     return 130 if result.stop_reason == "interrupted" else 0
-
-
-def _run_dir_of(path: Any) -> Any:
-    """The run directory that holds a checkpoint file or checkpoints directory."""
-    p = path if path.is_dir() else path.parent
-    return p.parent if p.name == "checkpoints" else p
 
 
 def _split_arguments(arguments: tuple[str, ...]) -> tuple[str | None, list[str]]:
@@ -114,23 +90,3 @@ def _split_arguments(arguments: tuple[str, ...]) -> tuple[str | None, list[str]]
     if "=" in first and not Path(first).is_file():
         return None, [first, *rest]
     return first, rest
-
-
-def _load_saved_config(path: str, overrides: list[str]) -> Any:
-    """The config a run saved, written by this or an older version (renamed / removed keys upgraded)."""
-    from rlightning_core.config.loading import load_config_dict, read_config_file
-    from rlightning_core.config.removed import upgrade_saved_config
-
-    return load_config_dict(upgrade_saved_config(read_config_file(path)), overrides, source=path)
-
-
-def _saved_config(resume: Any) -> str:
-    """The config a resumed run was saved with: ``config.yaml`` in the run directory ``--resume`` names."""
-    from rlightning_core.errors import UserError
-
-    run = resume if resume.is_dir() and resume.name != "checkpoints" else _run_dir_of(resume)
-    saved = run / "config.yaml"
-    if not saved.is_file():
-        raise UserError(f"--resume {resume}: {saved} does not exist, so the run's config is unknown; give the "
-                        "config file: rlightning train CONFIG [KEY=VALUE]... --resume RUN_DIR")
-    return str(saved)

@@ -10,6 +10,7 @@ import logging
 import time
 from abc import ABC, abstractmethod
 from collections import deque
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -44,12 +45,14 @@ class EngineResult:
     env_steps: int
     train_s: float
     stop_reason: str
-    """``total_steps``, ``target_eval_return``, ``time_limit`` or ``interrupted``."""
+    """``total_steps``, ``target_eval_return``, ``time_limit``, ``interrupted`` (a signal) or ``callback``."""
     last_eval_return: float | None
     best_eval_return: float | None
     profile: dict[str, float]
     stop_signal: str | None = None
     """``SIGINT`` / ``SIGTERM`` when a signal stopped the run (``stop_reason`` is then ``interrupted``)."""
+    stop_message: str | None = None
+    """Why a callback or plugin stopped the run (``stop_reason`` ``callback``): the ``StopTraining`` message."""
 
 
 class BaseEngine(ABC):
@@ -72,15 +75,17 @@ class BaseEngine(ABC):
 
     def __init__(self, params: Any, *, config: MainConfig, env_group: Any, policy_group: Any, buffer: Any,
                  preprocessors: list[Any] | None = None, plugins: Any = None) -> None:
+        from rlightning_core.callbacks import RunEvents
         from rlightning_core.plugins import get_plugins
-        from rlightning_core.run import StopRequest
 
         self.params = params
-        self._stop = StopRequest()
         self.config = config
         self.env_group = env_group
         self.policy_group = policy_group
         self.plugins = plugins or get_plugins()
+        self.events = RunEvents(self.plugins)
+        """Where lifecycle events go: the plugins' hooks, then the run's callbacks (see :meth:`run`)."""
+        self._stop = self.events.stop
         self.iteration_count = 0
         self.env_steps = 0
         self.train_s = 0.0
@@ -120,8 +125,14 @@ class BaseEngine(ABC):
     def iteration(self) -> dict[str, float]:
         """One iteration (collect / learn / sync); returns its metrics."""
 
-    def run(self, run_dir: str | Path | None = None, *, resume_from: str | Path | None = None) -> EngineResult:
-        """Train until a stop rule fires; writes metrics, checkpoints and evaluations into the run dir."""
+    def run(self, run_dir: str | Path | None = None, *, resume_from: str | Path | None = None,
+            callbacks: Iterable[Any] = ()) -> EngineResult:
+        """Train until a stop rule fires; writes metrics, checkpoints and evaluations into the run dir.
+
+        ``callbacks``: :class:`~rlightning_core.callbacks.Callback` objects, called in the driver after the
+        plugins' hooks for each event; one may stop the run (then ``stop_reason`` is ``callback``).
+        """
+        from rlightning_core.callbacks import RunEvents
         from rlightning_core.checkpoint.manager import CheckpointManager
         from rlightning_core.engine.evaluation import Evaluator
         from rlightning_core.errors import StorageError
@@ -138,17 +149,19 @@ class BaseEngine(ABC):
 
             require_moviepy("logging.video_every")
         given = self.preprocessors if self.execution.preprocessors_given else None
+        self.events = events = RunEvents(self.plugins, callbacks)
         self.run_ctx = ctx = prepare_run(cfg, run_dir, plugins=self.plugins, resume=resume_from is not None,
-                                         preprocessors=given, preprocess_fns=self.preprocess_fns())
+                                         preprocessors=given, preprocess_fns=self.preprocess_fns(), events=events)
         self._log_plan(ctx.run_dir)
         self.execution.attach_run_dir(ctx.run_dir)  # e.g. Ray mode's seed ledger (seeds.jsonl)
         self.checkpoints = CheckpointManager(ctx.run_dir / "checkpoints", keep_last=cfg.checkpoint.keep_last,
                                              keep_best=cfg.checkpoint.keep_best)
         status, reason, started = "completed", "total_steps", False
         error: BaseException | None = None
+        ended: BaseException | None = None  # a callback failed in on_run_end: raised after the cleanup
         late: StorageError | None = None  # the profile row could not be written: raised after the cleanup
         progress = ProgressBar(cfg.engine.total_steps, enabled=cfg.logging.progress)
-        signals = graceful_stop()  # SIGINT/SIGTERM: stop after this iteration, final checkpoint, clean release
+        signals = graceful_stop(events.stop)  # SIGINT/SIGTERM (or a callback): stop after this iteration
         self._stop = signals.__enter__()
         try:
             self.checkpoints.prepare()  # a checkpoint directory that cannot be written fails before training
@@ -169,8 +182,8 @@ class BaseEngine(ABC):
                 self.video = EpisodeVideoRecorder(cfg.env, self.preprocessors, ctx.run_dir / "videos",
                                                   seed=derive_seed(cfg.seed, 6), registry=self.plugins.registry,
                                                   preprocess_fn=fns)
-            self.plugins.call_each("on_run_start", config=cfg, run_dir=ctx.run_dir)
-            started = True
+            started = True  # from here on_run_end follows, whatever happens
+            events.call_each("on_run_start", config=cfg, run_dir=ctx.run_dir)
             reason = self._loop(progress)
         except KeyboardInterrupt as exc:
             status, error, reason = "interrupted", exc, "interrupted"
@@ -194,7 +207,10 @@ class BaseEngine(ABC):
                         self._print_profile()
                     except StorageError as exc:
                         status, error, late = "failed", exc, exc
-                self.plugins.call_each("on_run_end", run_dir=ctx.run_dir, status=status, error=error)
+                try:
+                    events.call_each("on_run_end", run_dir=ctx.run_dir, status=status, error=error)
+                except Exception as exc:
+                    ended = exc
             ctx.close()
             if self.evaluator is not None:
                 self.evaluator.close()
@@ -204,10 +220,12 @@ class BaseEngine(ABC):
             signals.__exit__(None, None, None)
         if late is not None:
             raise self._storage_failure(late) from late
+        if ended is not None:
+            raise ended
         return EngineResult(run_dir=ctx.run_dir, iterations=self.iteration_count, env_steps=self.env_steps,
                             train_s=self.train_s, stop_reason=reason, last_eval_return=self.last_eval,
                             best_eval_return=self.best_eval, profile=dict(self.profile),
-                            stop_signal=self._stop.name or None)
+                            stop_signal=self._stop.name or None, stop_message=self._stop.message)
 
     def _log_plan(self, run_dir: Path) -> None:
         """The plan ``train --dry-run`` prints, from the same function, with the choices this run made."""
@@ -270,21 +288,29 @@ class BaseEngine(ABC):
             metrics["perf/sps"] = self.env_steps / self.train_s if self.train_s > 0 else 0.0
             metrics["iteration"] = it
             evaluated = False
-            stopping = self._stop.requested  # a signal: no final evaluation, but always a checkpoint
-            reason = "interrupted" if stopping else self._budget_spent()
+            stopping = self._stop.requested  # a signal or callback: no final evaluation, but always a checkpoint
+            reason = self._stop.reason if stopping else self._budget_spent()
             if (cfg.eval_every and it % cfg.eval_every == 0 and not stopping) or (reason is not None and not stopping):
                 metrics.update(self._evaluate())
                 evaluated = True
                 if (cfg.target_eval_return is not None and self.last_eval is not None
                         and self.last_eval >= cfg.target_eval_return):
                     reason = reason or "target_eval_return"
-            if it % self.config.logging.log_every == 0 or reason is not None:
+            logged = it % self.config.logging.log_every == 0 or reason is not None
+            if logged:
                 self.run_ctx.hub.log(self.env_steps, metrics)
             video_every = self.config.logging.video_every
             if self.video is not None and video_every and it % video_every == 0:
                 self._record_video(it)
-            if (ccfg.every and it % ccfg.every == 0) or (reason is not None and (ccfg.at_end or stopping)):
+            if reason is None and self._stop.requested:  # a callback asked in this iteration's eval/metrics/video
+                reason, stopping = self._stop.reason, True
+                if not logged:
+                    self.run_ctx.hub.log(self.env_steps, metrics)
+            saved = (ccfg.every and it % ccfg.every == 0) or (reason is not None and (ccfg.at_end or stopping))
+            if saved:
                 self._save_checkpoint(self.last_eval if evaluated else None)
+            if reason is None and self._stop.requested:  # asked in on_checkpoint: that checkpoint is the last
+                reason = self._stop.reason
             progress.update(self.env_steps, sps=metrics["perf/sps"], train_s=self.train_s,
                             eval_return=self.last_eval)
             if reason is not None:
@@ -340,6 +366,7 @@ class BaseEngine(ABC):
         self.last_eval = metrics["eval/episode_return_mean"]
         if self.best_eval is None or self.last_eval > self.best_eval:
             self.best_eval = self.last_eval
+        self.events.call_each("on_eval", step=self.env_steps, metrics=dict(metrics))
         return metrics
 
     def _record_video(self, iteration: int) -> None:
@@ -395,7 +422,7 @@ class BaseEngine(ABC):
                                      iteration=self.iteration_count, eval_return=eval_return,
                                      manifest=self.run_ctx.manifest)
         self.profile["checkpoint"] += time.perf_counter() - t0
-        self.plugins.call_each("on_checkpoint", path=path, step=self.env_steps)
+        self.events.call_each("on_checkpoint", path=path, step=self.env_steps)
 
     def load_checkpoint(self, path: str | Path) -> None:
         """Resume from a checkpoint file, checkpoints dir or run dir (manifest checked first).

@@ -303,6 +303,11 @@ class HookRecorder:
         self.calls.append(("on_metrics", {"step": step, "metrics": dict(metrics)}))
 
     @hookimpl
+    def on_eval(self, step: int, metrics: dict[str, float]) -> None:
+        """Record."""
+        self.calls.append(("on_eval", {"step": step, "metrics": dict(metrics)}))
+
+    @hookimpl
     def on_checkpoint(self, path: Path, step: int) -> None:
         """Record."""
         self.calls.append(("on_checkpoint", {"path": path, "step": step}))

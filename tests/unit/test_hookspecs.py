@@ -13,7 +13,7 @@ from rlightning_core.plugins import hook_names
 from rlightning_core.types import HOOK_FOR_KIND
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
-LIFECYCLE = ("on_run_start", "on_metrics", "on_checkpoint", "on_video", "on_run_end")
+LIFECYCLE = ("on_run_start", "on_metrics", "on_eval", "on_checkpoint", "on_video", "on_run_end")
 
 
 def spec_function(name: str):
