@@ -183,7 +183,8 @@ class PPOPolicy(BasePolicy):
     def _evaluate(self, obs: torch.Tensor, actions: torch.Tensor
                   ) -> tuple[torch.Tensor, Callable[[], torch.Tensor], torch.Tensor]:
         """Log-probs of ``actions``, a function giving the mean entropy, and values."""
-        out, value = self.net(obs if self.image else obs.reshape(obs.shape[0], -1))
+        # the MLP takes float32 (a no-op for float32 storage; uint8 images under encoder: mlp are cast here)
+        out, value = self.net(obs if self.image else obs.reshape(obs.shape[0], -1).float())
         if self.discrete:
             logp_all = torch.log_softmax(out, -1)
             logp = logp_all.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
