@@ -35,19 +35,29 @@ def is_image_space(space: Any) -> bool:
     return isinstance(space, spaces.Box) and len(space.shape) == 3 and space.dtype == np.uint8
 
 
-def encoder_kind(space: Any, kind: str = "auto", *, who: str = "policy") -> str:
+def encoder_kind(space: Any, kind: str = "auto", *, who: str = "policy.params.encoder") -> str:
     """``cnn`` or ``mlp`` for ``space`` and the requested ``kind`` (``auto`` | ``cnn`` | ``mlp``).
 
     Raises:
-        ValueError: ``kind`` is unknown, or ``cnn`` was asked for observations that are not ``(C, H, W)``.
+        UserError: ``kind`` is unknown, or the CNN does not fit the observations (not ``(C, H, W)``, or
+            smaller than 36x36 pixels).
     """
+    from rlightning_core.errors import UserError
+
     if kind not in ENCODERS:
-        raise ValueError(f"{who}: encoder must be one of {', '.join(ENCODERS)}, got {kind!r}")
+        raise UserError(f"{who}: must be one of {', '.join(ENCODERS)}, got {kind!r}")
     if kind == "auto":
-        return "cnn" if is_image_space(space) else "mlp"
-    if kind == "cnn" and len(getattr(space, "shape", None) or ()) != 3:
-        raise ValueError(f"{who}: encoder 'cnn' needs channels-first image observations (C, H, W), got the "
-                         f"space {space}; use encoder: mlp (or auto) for flat observations")
+        kind = "cnn" if is_image_space(space) else "mlp"
+    if kind == "mlp":
+        return kind
+    shape = tuple(getattr(space, "shape", None) or ())
+    if len(shape) != 3:
+        raise UserError(f"{who}: 'cnn' needs channels-first image observations (C, H, W), got the space "
+                        f"{space}; use encoder: mlp (or auto) for flat observations")
+    if min(shape[1:]) < 36:
+        raise UserError(f"{who}: the Nature-DQN CNN needs images of at least 36x36 pixels (its convolutions "
+                        f"shrink them 8x), the observations are {shape}; resize them (e.g. the gymnasium "
+                        "ResizeObservation wrapper) or set encoder: mlp")
     return kind
 
 
@@ -112,7 +122,7 @@ class MLP(nn.Sequential):
 
 def make_encoder(observation_space: Any, kind: str = "auto", *, hidden_sizes: list[int] | None = None,
                  activation: str = "relu", features: int = 512, ortho: bool = False,
-                 who: str = "policy") -> tuple[nn.Module, int]:
+                 who: str = "policy.params.encoder") -> tuple[nn.Module, int]:
     """The encoder for ``observation_space`` and its output width.
 
     Args:

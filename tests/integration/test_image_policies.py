@@ -175,3 +175,11 @@ def test_on_ray_two_env_runners_send_the_learner_uint8_chunks(ray_cluster, tmp_p
         assert shape == (steps, 2, 4, 36, 36) and nbytes == steps * 2 * FRAME
     capacity = 512 if algo == "dqn" else steps * 4  # replay rows, or T x N rollout slots
     assert stored_dtype == "torch.uint8" and stored_nbytes == capacity * FRAME  # and the learner stores uint8
+
+
+def test_a_cnn_for_flat_observations_is_refused_by_key_with_exit_2(rlightning_cli, tmp_path):
+    result = rlightning_cli(["train", str(ROOT / "examples" / "cartpole_ppo.yaml"), "policy.params.encoder=cnn",
+                             "engine.total_steps=64", "--run-dir", str(tmp_path / "run")])
+    assert result.returncode == 2, result
+    assert "policy.params.encoder: 'cnn' needs channels-first image observations" in result.output
+    assert "Traceback" not in result.output

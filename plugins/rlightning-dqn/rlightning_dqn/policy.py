@@ -125,7 +125,7 @@ class DQNPolicy(BasePolicy):
                          device=device, seed=seed)
         obs_dim, self.n_actions, self.action_start = _space_info(observation_space, action_space)
         #: Images: observations keep their dtype (uint8) up to the CNN, which scales them on the device.
-        self.image = encoder_kind(observation_space, params.encoder, who="dqn: policy.params") == "cnn"
+        self.image = encoder_kind(observation_space, params.encoder) == "cnn"
         torch.manual_seed(seed)  # parameter initialization is a function of the seed alone
         if self.image:
             self.q: QNetwork | CNNQNetwork = CNNQNetwork(tuple(observation_space.shape), self.n_actions,

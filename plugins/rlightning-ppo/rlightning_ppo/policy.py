@@ -96,7 +96,7 @@ class PPOPolicy(BasePolicy):
         obs_dim, act_dim, self.discrete = space_info(observation_space, action_space)
         self.obs_shape = tuple(observation_space.shape)
         #: Images: observations keep their dtype (uint8) up to the CNN, which scales them on the device.
-        self.image = encoder_kind(observation_space, params.encoder, who="ppo: policy.params") == "cnn"
+        self.image = encoder_kind(observation_space, params.encoder) == "cnn"
         torch.manual_seed(seed)  # parameter initialization is a function of the seed alone
         if self.image:
             self.net: ActorCritic | CNNActorCritic = CNNActorCritic(

@@ -29,5 +29,5 @@ def test_ppo_with_the_cnn_conforms_on_images(conformance):
 def test_ppo_cnn_on_flat_observations_is_refused_with_the_fix(conformance):
     from rlightning_core.testing import ConformanceError
 
-    with pytest.raises(ConformanceError, match="encoder 'cnn' needs channels-first image observations"):
+    with pytest.raises(ConformanceError, match=r"encoder: 'cnn' needs channels-first image"):
         conformance.check_policy("ppo", {"encoder": "cnn"})
