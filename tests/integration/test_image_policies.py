@@ -63,12 +63,14 @@ def test_dqn_cnn_learns_from_pixels_and_the_replay_stores_uint8(tmp_path, build_
     result = engine.run(tmp_path / "run")
     assert result.env_steps == 1024
 
-    storage = engine.execution.buffer.storage
+    buffer = engine.execution.buffer
+    storage = buffer.storage
     assert len(storage) == 1024
-    for key in ("obs", "next_obs"):
-        stored = storage.tensors[key]
-        assert stored.dtype == torch.uint8 and stored.shape == (2048, 4, 36, 36)
-        assert stored.nbytes == 2048 * FRAME
+    stored = storage.tensors["obs"]
+    assert stored.dtype == torch.uint8 and stored.shape == (2048, 4, 36, 36) and stored.nbytes == 2048 * FRAME
+    # next_obs: references to later transitions, except each chunk's last steps (4 per chunk of 16 x 4)
+    assert "next_obs" not in storage.tensors and buffer.pool.data.dtype == torch.uint8
+    assert buffer.pool.live == 1024 // 16 and buffer.pool.data.nbytes <= 2 * 64 * FRAME
     filled = storage.tensors["obs"][:1024]
     assert int(filled.max()) == 255 and int(filled[:, 0].float().mean()) > 0  # real frames, not zeros
     rows = [r for r in _rows(tmp_path / "run") if "loss/td" in r]

@@ -77,9 +77,11 @@ def test_replay_stores_uint8_images_one_step_and_n_step():
         buf = ReplayBuffer(ReplayBufferParams(capacity=64, n_step=n_step, gamma=0.5), spec=_spec(obs_space))
         buf.add(_image_chunk(4, 2))
         buf.add(_image_chunk(4, 2, start=4))
-        for key in ("obs", "next_obs"):
-            t = buf.storage.tensors[key]
-            assert t.dtype == torch.uint8 and t.nbytes == 64 * 2 * 36 * 36
+        t = buf.storage.tensors["obs"]
+        assert t.dtype == torch.uint8 and t.nbytes == 64 * 2 * 36 * 36
+        assert "next_obs" not in buf.storage.tensors  # shared: only the chunks' last steps are kept apart
+        # apart: each chunk's last step per env (one-step); n-step successors mostly arrive with the next chunk
+        assert buf.pool.live == {1: 2 * 2, 3: 10}[n_step] and buf.pool.data.dtype == torch.uint8
         batch = buf.sample(16, generator=torch.Generator().manual_seed(0))
         assert batch["obs"].dtype == torch.uint8 and batch["next_obs"].dtype == torch.uint8
         # next_obs is the frame n steps later: value + 7 * n (mod 256), channel by channel
@@ -110,11 +112,63 @@ def test_rollout_buffer_stores_uint8_images_and_yields_uint8_minibatches():
     assert all(mb["obs"].dtype == torch.uint8 for mb in mbs) and sum(len(mb["obs"]) for mb in mbs) == 8
 
 
-def test_an_atari_sized_replay_costs_two_uint8_frame_stacks_per_transition():
-    """What docs/benchmarks.md quotes: 56,468 bytes per transition of (4, 84, 84) frame stacks."""
-    buf = ReplayBuffer(ReplayBufferParams(capacity=1000),
-                       spec=BufferSpec(observation_space=ATARI, action_space=spaces.Discrete(6), num_envs=8,
-                                       num_steps=1))
-    sizes = {k: t.nbytes for k, t in buf.storage.tensors.items()}
+def test_an_atari_sized_replay_costs_one_uint8_frame_stack_per_transition_plus_the_kept_apart():
+    """What docs/benchmarks.md quotes: 28,252 bytes per transition of (4, 84, 84) frame stacks (56,468 with
+    next_obs stored apart), plus 28,224 per next_obs that is no later transition's obs."""
+    spec = BufferSpec(observation_space=ATARI, action_space=spaces.Discrete(6), num_envs=8, num_steps=1)
+    shared = ReplayBuffer(ReplayBufferParams(capacity=1000), spec=spec)
+    apart = ReplayBuffer(ReplayBufferParams(capacity=1000, share_next_obs=False), spec=spec)
+    sizes = {k: t.nbytes for k, t in shared.storage.tensors.items()}
+    assert sizes["obs"] == 1000 * 4 * 84 * 84 and "next_obs" not in sizes
+    assert sum(sizes.values()) + shared.next_ref.nbytes == 1000 * 28_252
+    sizes = {k: t.nbytes for k, t in apart.storage.tensors.items()}
     assert sizes["obs"] == sizes["next_obs"] == 1000 * 4 * 84 * 84
     assert sum(sizes.values()) == 1000 * 56_468
+
+
+def _runner_chunks(num_chunks: int, steps: int, n: int = 3):
+    """Chunks from a real env runner: a uint8 SpaceEnv with short episodes (terminated and truncated)."""
+    from rlightning_core.env.runner import EnvRunner
+    from rlightning_core.policy.base import PolicyRole
+    from rlightning_core.testing.doubles import SpaceEnv, TinyPolicy, TinyPolicyParams
+
+    obs_space, act_space = spaces.Box(0, 255, (2, 5, 5), np.uint8), spaces.Discrete(3)
+    env = SpaceEnv(obs_space, act_space, num_envs=n, seed=3, max_episode_steps=5, terminate_prob=0.2)
+    policy = TinyPolicy(TinyPolicyParams(), observation_space=obs_space, action_space=act_space,
+                        role=PolicyRole.ROLLOUT, seed=0)
+    runner = EnvRunner(env, policy, needs_next_obs=True)
+    runner.reset(seed=3)
+    return obs_space, n, [runner.collect(steps)[0] for _ in range(num_chunks)]
+
+
+@pytest.mark.parametrize("n_step", [1, 3])
+def test_shared_next_obs_sample_exactly_what_stored_next_obs_do(n_step):
+    obs_space, n, chunks = _runner_chunks(12, 6)
+    spec = BufferSpec(observation_space=obs_space, action_space=spaces.Discrete(3), num_envs=n, num_steps=6)
+    params = {"capacity": 50, "n_step": n_step, "gamma": 0.9}  # 12 x 18 steps: wraps around four times
+    shared = ReplayBuffer(ReplayBufferParams(**params), spec=spec)
+    apart = ReplayBuffer(ReplayBufferParams(**params, share_next_obs=False), spec=spec)
+    assert shared.share_next_obs and not apart.share_next_obs
+    for chunk in chunks:
+        shared.add(chunk)
+        apart.add(chunk)
+        size = len(shared)
+        refs = shared.next_ref[:size]
+        assert shared.pool.live == int((refs < 0).sum()) < size  # one pool slot per transition kept apart
+        a = shared.sample(64, generator=torch.Generator().manual_seed(size))
+        b = apart.sample(64, generator=torch.Generator().manual_seed(size))
+        assert a.keys() == b.keys()
+        assert all(torch.equal(a[k], b[k]) for k in a), [k for k in a if not torch.equal(a[k], b[k])]
+    references = int((shared.next_ref[: len(shared)] >= 0).sum())
+    # one-step: most are references; n-step: only those whose successor came in the same chunk
+    assert references > (len(shared) // 2 if n_step == 1 else 0)
+    assert shared.pool.used < shared.storage.capacity  # freed slots were reused
+
+    raw = io.BytesIO()
+    torch.save(shared.state_dict(), raw)
+    raw.seek(0)
+    back = ReplayBuffer(ReplayBufferParams(**params), spec=spec)
+    back.load_state_dict(torch.load(raw, weights_only=True))
+    a = back.sample(64, generator=torch.Generator().manual_seed(1))
+    b = apart.sample(64, generator=torch.Generator().manual_seed(1))
+    assert all(torch.equal(a[k], b[k]) for k in a)
