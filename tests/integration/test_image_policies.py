@@ -81,38 +81,48 @@ def test_dqn_cnn_learns_from_pixels_and_the_replay_stores_uint8(tmp_path, build_
     assert result.best_eval_return >= 12  # random: 8
 
 
-def test_a_cnn_checkpoint_resumes_bit_for_bit(tmp_path, build_run):
-    """Interrupt a PPO-CNN run after iteration 3 (Ctrl-C), resume it: the same parameters as never stopping."""
+@pytest.mark.parametrize("algo", ["ppo", "dqn"])
+def test_a_cnn_checkpoint_resumes_bit_for_bit(tmp_path, build_run, algo):
+    """Interrupt a CNN run after iteration 5 (Ctrl-C), resume it: the same parameters as never stopping (and for
+    dqn the same replay: obs, shared next_obs references and their pool)."""
     from rlightning_core import hookimpl
     from rlightning_core.plugins import get_plugins, load_plugins
 
-    overrides = ("engine.total_steps=512", "engine.eval_every=0", "checkpoint.every=0", "policy.params.cnn_features=64")
-    full = build_run(_config(PPO, *overrides))
+    path = PPO if algo == "ppo" else DQN
+    overrides = ("engine.total_steps=512", "engine.eval_every=0", "checkpoint.every=0", "policy.params.cnn_features=64",
+                 "logging.log_every=1")
+    full = build_run(_config(path, *overrides))
     full.run(tmp_path / "full")
 
     class CtrlC:
-        """Presses Ctrl-C right after iteration 3 is logged."""
+        """Presses Ctrl-C right after iteration 5 is logged."""
 
         @hookimpl
         def on_metrics(self, step, metrics):
-            if metrics.get("iteration") == 3:
+            if metrics.get("iteration") == 5:
                 raise KeyboardInterrupt
 
-    first = build_run(_config(PPO, *overrides))
+    first = build_run(_config(path, *overrides))
     first.plugins = load_plugins(extra=[("ctrl-c", CtrlC())])
     stopped = first.run(tmp_path / "split")
     first.plugins = get_plugins()
-    assert stopped.stop_reason == "interrupted" and stopped.iterations == 3
+    assert stopped.stop_reason == "interrupted" and stopped.iterations == 5
 
-    resumed = build_run(_config(PPO, *overrides))
+    resumed = build_run(_config(path, *overrides))
     result = resumed.run(tmp_path / "split", resume_from=tmp_path / "split")
     assert result.env_steps == 512 and result.iterations == full.iteration_count
-    pf, pr = _state(full.policy_group.learner.net), _state(resumed.policy_group.learner.net)
-    assert any(k.startswith("encoder.convs") for k in pf)
-    assert pf.keys() == pr.keys() and all(torch.equal(pf[k], pr[k]) for k in pf)
-    sf = full.policy_group.learner.optimizer.state_dict()["state"]
-    sr = resumed.policy_group.learner.optimizer.state_dict()["state"]
+    learner_f, learner_r = full.policy_group.learner, resumed.policy_group.learner
+    for name, module in learner_f.modules().items():
+        pf, pr = _state(module), _state(learner_r.modules()[name])
+        assert pf.keys() == pr.keys() and all(torch.equal(pf[k], pr[k]) for k in pf), name
+    assert any("convs" in k for m in learner_f.modules().values() for k in m.state_dict())
+    sf, sr = learner_f.optimizer.state_dict()["state"], learner_r.optimizer.state_dict()["state"]
     assert all(torch.equal(sf[i]["exp_avg"], sr[i]["exp_avg"]) for i in sf)
+    if algo == "dqn":
+        bf, br = full.execution.buffer, resumed.execution.buffer
+        assert learner_f.num_updates == learner_r.num_updates > 0
+        assert torch.equal(bf.storage.tensors["obs"], br.storage.tensors["obs"])
+        assert (bf.next_ref == br.next_ref).all() and bf.pool.live == br.pool.live
 
 
 def test_image_observations_refuse_normalize_obs_by_name(tmp_path, build_run):
