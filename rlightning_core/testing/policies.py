@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -215,7 +216,9 @@ def _check_images(s: Subject, policy: Any, obs: np.ndarray, buffer: Any) -> None
                "pass a uint8 Box observation_space (C, H, W), or leave it to the default image space")
     frozen = obs.copy()
     frozen.flags.writeable = False
-    a = s.call("act(read-only uint8 obs, deterministic=True)", policy.act, frozen, deterministic=True)
+    with warnings.catch_warnings():  # torch's "not writable" warning on wrapping it is not a failure
+        warnings.filterwarnings("ignore", message=".*not writable", category=UserWarning)
+        a = s.call("act(read-only uint8 obs, deterministic=True)", policy.act, frozen, deterministic=True)
     b = s.call("act(obs, deterministic=True)", policy.act, obs, deterministic=True)
     if not np.array_equal(a.actions, b.actions):
         s.fail("act() gave other actions for a read-only copy of the same uint8 observations",
