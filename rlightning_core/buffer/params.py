@@ -35,3 +35,7 @@ class ReplayBufferParams:
     """Discount used for n-step returns."""
     storage_device: str = "cpu"
     """Device of the preallocated storage (the learner's, to sample without host copies)."""
+    share_next_obs: bool | None = None
+    """Store each ``next_obs`` that is the ``obs`` of a later transition as a reference to it (checked byte
+    for byte), keeping apart only the others (episode ends, a chunk's last step): about half the memory for
+    images. ``null``: on for ``uint8`` observations, off otherwise. Only with the builtin storage."""

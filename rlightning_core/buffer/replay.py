@@ -23,6 +23,9 @@ still bootstraps from its true final observation. Windows reach across chunk bou
 (env slot) the buffer keeps the last ``n-1`` raw steps, and transitions whose window is not complete yet are
 written when the next chunk for that column arrives (so up to ``n-1`` transitions per column wait, and those
 pending at the very end of training are never stored). With ``n_step == 1`` chunks are written directly.
+
+With ``params.share_next_obs`` (the default for ``uint8`` observations) ``next_obs`` is not stored apart
+where it is the ``obs`` of a transition written with it: :mod:`rlightning_core.buffer.frames`.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import numpy as np
 import torch
 
 from rlightning_core.buffer.base import BufferSpec, Chunk, DataBuffer
+from rlightning_core.buffer.frames import NextObsPool, successors_equal
 from rlightning_core.buffer.params import ReplayBufferParams
 from rlightning_core.buffer.samplers import PrioritizedSampler, Sampler, UniformSampler
 from rlightning_core.buffer.storage import Layout, Storage, TensorStorage, space_layout, torch_dtype
@@ -69,9 +73,18 @@ class ReplayBuffer(DataBuffer):
         super().__init__(params, spec=spec)
         self.gamma = float(params.gamma)
         self.n_step = int(params.n_step)
+        obs_shape, obs_dtype = space_layout(spec.observation_space, role="obs")
+        share = params.share_next_obs
+        #: ``next_obs`` kept as references (see :mod:`rlightning_core.buffer.frames`); only with the builtin
+        #: circular storage, whose overwrite order the references rely on.
+        self.share_next_obs = storage is None and (obs_dtype == torch.uint8 if share is None else bool(share))
         self.storage: Storage = storage if storage is not None else TensorStorage(
-            params.capacity, self.layout(spec), params.storage_device
+            params.capacity, self.layout(spec, share_next_obs=self.share_next_obs), params.storage_device
         )
+        if self.share_next_obs:
+            self.pool = NextObsPool(obs_shape, obs_dtype, self.storage.device)
+            #: Per storage row: the row whose obs is its next_obs (>= 0), or ``-(pool slot + 1)``.
+            self.next_ref = np.zeros(self.storage.capacity, dtype=np.int64)
         if sampler is None:
             sampler = (
                 PrioritizedSampler(
@@ -87,8 +100,11 @@ class ReplayBuffer(DataBuffer):
         self._pending = np.zeros(spec.num_envs, dtype=np.int64)
 
     @staticmethod
-    def layout(spec: BufferSpec) -> Layout:
-        """Fields stored per transition: obs, actions, rewards, next_obs, terminated, discount, extras."""
+    def layout(spec: BufferSpec, *, share_next_obs: bool = False) -> Layout:
+        """Fields stored per transition: obs, actions, rewards, next_obs, terminated, discount, extras.
+
+        With ``share_next_obs`` the storage holds no ``next_obs`` (the buffer keeps references beside it).
+        """
         obs = space_layout(spec.observation_space, role="obs")
         layout: Layout = {
             "obs": obs,
@@ -98,6 +114,8 @@ class ReplayBuffer(DataBuffer):
             "terminated": ((), torch.float32),
             "discount": ((), torch.float32),
         }
+        if share_next_obs:
+            del layout["next_obs"]
         for name, (shape, dtype) in spec.extras_spec.items():
             layout[name] = (tuple(shape), torch_dtype(dtype))
         return layout
@@ -127,13 +145,33 @@ class ReplayBuffer(DataBuffer):
                 f"chunk covers columns {c0}..{c0 + nc - 1} but the buffer has {self.spec.num_envs} columns"
             )
         out = self._one_step(data) if self.n_step == 1 else self._n_step(data, c0, nc)
-        indices = self.storage.write(out)
+        succ = out.pop("succ")
+        if not self.share_next_obs:
+            indices = self.storage.write(out)
+        else:
+            next_obs = out.pop("next_obs")
+            indices = self.storage.write(out)
+            self._write_next_obs(indices, out["obs"], next_obs, succ)
         self.sampler.on_write(indices)
+
+    def _write_next_obs(self, indices: np.ndarray, obs: np.ndarray, next_obs: np.ndarray, succ: np.ndarray) -> None:
+        """References for the rows just written at ``indices`` (the last ``len(indices)`` rows of the batch)."""
+        skip = len(obs) - len(indices)
+        old = self.next_ref[indices]
+        self.pool.release(-old[old < 0] - 1)  # the overwritten transitions' own next_obs
+        shared = successors_equal(obs, next_obs, succ)[skip:]
+        refs = np.empty(len(indices), dtype=np.int64)
+        refs[shared] = indices[succ[skip:][shared] - skip]
+        apart = np.flatnonzero(~shared)
+        refs[apart] = -self.pool.alloc(next_obs[skip:][apart]) - 1
+        self.next_ref[indices] = refs
 
     def _one_step(self, data: dict[str, np.ndarray]) -> dict[str, Any]:
         t, n = data["rewards"].shape[:2]
         keys = ("obs", "actions", "rewards", "next_obs")
         out = {k: data[k].reshape(t * n, *data[k].shape[2:]) for k in keys}
+        rows = np.arange(t * n, dtype=np.int64)
+        out["succ"] = np.where(rows + n < t * n, rows + n, -1)  # the same env's next step
         out["terminated"] = data["terminated"].reshape(t * n)
         out["discount"] = np.full(t * n, self.gamma, dtype=np.float32)
         for name in self.spec.extras_spec:
@@ -178,7 +216,12 @@ class ReplayBuffer(DataBuffer):
 
         ts, js = np.nonzero(emit)  # row-major: time-major order
         last = end[ts, js]
+        row_of = np.full((length, nc), -1, dtype=np.int64)
+        row_of[ts, js] = np.arange(len(ts))
+        after = last + 1  # the step whose obs may be this transition's next_obs, when written with it
+        succ = np.where(after < length, row_of[np.minimum(after, length - 1), js], -1)
         out: dict[str, np.ndarray] = {
+            "succ": succ,
             "obs": seq["obs"][ts, js],
             "actions": seq["actions"][ts, js],
             "rewards": ret[ts, js].astype(np.float32),
@@ -213,9 +256,21 @@ class ReplayBuffer(DataBuffer):
         device = self.storage.device
         indices = indices.to(device)
         batch = self.storage.get(indices)
+        if self.share_next_obs:
+            batch["next_obs"] = self._read_next_obs(indices)
         batch["indices"] = indices
         batch["weights"] = weights.to(device)
         return self._post(batch)
+
+    def _read_next_obs(self, indices: torch.Tensor) -> torch.Tensor:
+        """``next_obs`` of the rows at ``indices``: the referenced rows' obs, or the pool's items."""
+        refs = self.next_ref[indices.cpu().numpy()]
+        stored = self.storage.tensors["obs"]  # type: ignore[attr-defined]  (sharing needs TensorStorage)
+        out = torch.index_select(stored, 0, torch.from_numpy(np.maximum(refs, 0)).to(stored.device))
+        apart = np.flatnonzero(refs < 0)
+        if apart.size:
+            out[torch.from_numpy(apart).to(out.device)] = self.pool.get(torch.from_numpy(-refs[apart] - 1))
+        return out
 
     def update_priorities(
         self, indices: torch.Tensor | np.ndarray, td_errors: torch.Tensor | np.ndarray
@@ -229,19 +284,29 @@ class ReplayBuffer(DataBuffer):
 
     # -- state -----------------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """Storage contents, sampler state (the sum tree), n-step look-ahead and the generator state."""
-        return {
+        """Storage contents, sampler state, n-step look-ahead, generator state, shared ``next_obs`` refs."""
+        state = {
             "storage": self.storage.state_dict(),
             "sampler": self.sampler.state_dict(),
             "pending": torch.from_numpy(self._pending.copy()),
             "tails": {k: torch.from_numpy(v.copy()) for k, v in self._tails.items()},
             "generator": self.generator.get_state(),
         }
+        if self.share_next_obs:
+            state["next_ref"] = torch.from_numpy(self.next_ref.copy())
+            state["next_obs_pool"] = self.pool.state_dict()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`."""
         self.storage.load_state_dict(state["storage"])
         self.sampler.load_state_dict(state["sampler"])
+        if self.share_next_obs:
+            if "next_ref" not in state:
+                raise KeyError("the checkpointed replay buffer stores next_obs apart; set "
+                               "buffer.params.share_next_obs: false to resume it")
+            self.next_ref = state["next_ref"].numpy().copy()
+            self.pool.load_state_dict(state["next_obs_pool"])
         pending = state["pending"].numpy().copy()
         if pending.shape == self._pending.shape:
             self._pending = pending

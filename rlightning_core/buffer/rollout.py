@@ -26,10 +26,10 @@ _BATCH_KEYS = ("obs", "actions", "advantages", "returns")
 class RolloutBuffer(DataBuffer):
     """Fixed-size on-policy storage filled once per iteration, then read as shuffled minibatches.
 
-    Stored per step (all ``[T, N, ...]``): ``obs`` (float32; int64 for Discrete / MultiDiscrete spaces),
-    ``actions`` (int64 for Discrete ``[T, N]`` / MultiDiscrete ``[T, N, k]``; float32 for Box),
-    ``rewards``, ``terminated``, ``truncated``, ``bootstrap_values`` (0 where the chunk has none), every extra
-    of ``spec.extras_spec``; after :meth:`compute_returns_and_advantages` also ``advantages`` and
+    Stored per step (all ``[T, N, ...]``): ``obs`` (float32; uint8 for uint8 Boxes such as images; int64 for
+    Discrete / MultiDiscrete spaces), ``actions`` (int64 for Discrete ``[T, N]`` / MultiDiscrete ``[T, N, k]``;
+    float32 for Box), ``rewards``, ``terminated``, ``truncated``, ``bootstrap_values`` (0 where the chunk has
+    none), every extra of ``spec.extras_spec``; after :meth:`compute_returns_and_advantages` also ``advantages`` and
     ``returns``. ``last_values`` (``[N]``) holds each column's value of the observation after step ``T-1``.
 
     :meth:`state_dict` is empty: on-policy data is consumed within the iteration that collected it and is

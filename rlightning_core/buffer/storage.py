@@ -29,7 +29,8 @@ def space_layout(space: Any, *, role: str) -> tuple[tuple[int, ...], torch.dtype
     """Per-item shape and storage dtype of a Gymnasium space.
 
     Discrete / MultiDiscrete (and MultiBinary actions) are stored as int64 — what embedding lookups,
-    ``gather`` and ``Categorical.log_prob`` take; everything else as float32.
+    ``gather`` and ``Categorical.log_prob`` take; ``uint8`` Boxes (images) as uint8, one byte per pixel (the
+    policy converts them to float on its device); everything else as float32.
 
     Args:
         space: a ``gymnasium.spaces`` instance (single env).
@@ -44,7 +45,7 @@ def space_layout(space: Any, *, role: str) -> tuple[tuple[int, ...], torch.dtype
     if isinstance(space, spaces.MultiBinary):
         return tuple(space.shape), torch.int64 if role == "actions" else torch.float32
     if isinstance(space, spaces.Box):
-        return tuple(space.shape), torch.float32
+        return tuple(space.shape), torch.uint8 if space.dtype == np.uint8 else torch.float32
     raise TypeError(
         f"cannot store {role} of space {space!r}: the builtin buffers support Box, Discrete, MultiDiscrete "
         f"and MultiBinary spaces; flatten composite spaces (gymnasium.wrappers.FlattenObservation) first"

@@ -1,6 +1,7 @@
 """Core's preprocessors: running observation normalization, reward scaling, clipping.
 
-All of them take and return numpy arrays (``[N, ...]`` batches from one vector env) and return float32.
+All of them take and return numpy arrays (``[N, ...]`` batches from one vector env) and return float32; the
+observation ones refuse ``uint8`` image spaces (they would store every pixel as float32).
 
 Syncing statistics across rollout workers: every stateful preprocessor remembers the data it saw since its
 last sync point (:meth:`~NormalizeObs.load_state_dict` or :meth:`~NormalizeObs.merge`) and reports it in
@@ -28,6 +29,19 @@ from rlightning_core.preprocess.params import (
 from rlightning_core.preprocess.running_stats import RunningMeanStd
 
 __all__ = ["ClipObs", "ClipReward", "NormalizeObs", "ScaleReward"]
+
+
+def _refuse_images(name: str, observation_space: Any) -> None:
+    """Raise :class:`UserError` for ``uint8`` image observations, which this float32 preprocessor would cast."""
+    shape = getattr(observation_space, "shape", None)
+    if shape is None or len(shape) != 3 or getattr(observation_space, "dtype", None) != np.uint8:
+        return
+    from rlightning_core.errors import UserError
+
+    raise UserError(f"preprocessors: {name!r}: the observations are uint8 images of shape "
+                    f"{tuple(shape)}; it would turn them into float32 per pixel (4x the memory in every buffer). "
+                    "Remove it from the preprocessors list: image policies (encoder cnn) scale pixels by 1/255 "
+                    "on their device")
 
 
 class _SyncedStats:
@@ -77,6 +91,7 @@ class NormalizeObs(Preprocessor):
         self, params: NormalizeObsParams | None = None, *, observation_space: Any = None, num_envs: int = 1
     ) -> None:
         params = params or NormalizeObsParams()
+        _refuse_images("normalize_obs", observation_space)
         super().__init__(params, observation_space=observation_space, num_envs=num_envs)
         shape = getattr(observation_space, "shape", None)
         self._stats: _SyncedStats | None = _SyncedStats(tuple(shape)) if shape is not None else None
@@ -197,6 +212,7 @@ class ClipObs(Preprocessor):
     def __init__(
         self, params: ClipObsParams | None = None, *, observation_space: Any = None, num_envs: int = 1
     ) -> None:
+        _refuse_images("clip_obs", observation_space)
         super().__init__(params or ClipObsParams(), observation_space=observation_space, num_envs=num_envs)
 
     def obs(self, obs: np.ndarray, *, update: bool = True) -> np.ndarray:

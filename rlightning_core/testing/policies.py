@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 import numpy as np
 
 from rlightning_core.testing._common import (
@@ -21,11 +23,14 @@ __all__ = ["check_policy"]
 def check_policy(component: str | Callable[..., Any], params: Any = None, *, config: type | None = None,
                  registry: Any = None, observation_space: Any = None, action_space: Any = None,
                  num_envs: int = 4, rollout_steps: int = 16, learn_iterations: int = 1,
-                 seed: int = 0) -> ConformanceReport:
+                 seed: int = 0, image: bool = False) -> ConformanceReport:
     """Check a policy: roles, ``act``, log-probs, weights and state round trips, and ``learn``.
 
     Both roles must build; ``act`` must return the right shapes and extras; ``learn`` on a tiny batch must
-    change the parameters.
+    change the parameters. With ``image=True`` the observations are channels-first ``uint8`` images
+    (:func:`~rlightning_core.testing.image_env.image_spaces`, ``(4, 36, 36)``, unless ``observation_space``
+    is given), and the policy must also act on read-only ``uint8`` batches (as they arrive through Ray's object
+    store) and leave them ``uint8`` in the buffer.
 
     The batch is collected by the rollout copy from a :class:`~rlightning_core.testing.doubles.SpaceEnv` with
     the given spaces, into the buffer the policy names in ``default_buffer`` (built with its default params).
@@ -42,6 +47,7 @@ def check_policy(component: str | Callable[..., Any], params: Any = None, *, con
         learn_iterations: collect-then-learn rounds before parameters must have changed (raise it for
             off-policy algorithms that wait for a warm-up).
         seed: seed of the policies and the env double.
+        image: check the policy on image observations (see above).
 
     Raises:
         ConformanceError: the first broken rule, with the fix.
@@ -55,6 +61,10 @@ def check_policy(component: str | Callable[..., Any], params: Any = None, *, con
         registry = get_plugins().registry
     s = resolve_subject("policy", component, params, config=config, registry=registry)
     default_obs, default_act = default_spaces()
+    if image:
+        from rlightning_core.testing.image_env import image_spaces
+
+        default_obs = image_spaces()[0]
     obs_space = observation_space if observation_space is not None else default_obs
     act_space = action_space if action_space is not None else default_act
 
@@ -74,8 +84,10 @@ def check_policy(component: str | Callable[..., Any], params: Any = None, *, con
     obs = env.reset(seed=seed)
     _check_act(s, rollout, obs, act_space, num_envs)
     _check_weights(s, learner, rollout, obs)
-    _check_learn(s, registry, learner, rollout, env, obs_space, act_space, num_envs, rollout_steps,
-                 learn_iterations, seed)
+    buffer = _check_learn(s, registry, learner, rollout, env, obs_space, act_space, num_envs, rollout_steps,
+                          learn_iterations, seed)
+    if image:
+        _check_images(s, rollout, obs, buffer)
     _check_state(s, learner, lambda: build(PolicyRole.LEARNER, seed + 7))
     return s.report
 
@@ -198,8 +210,35 @@ def _optimizer_states(policy: Any) -> dict[str, Any]:
     return {name: opt.state_dict() for name, opt in policy.optimizers().items()}
 
 
+def _check_images(s: Subject, policy: Any, obs: np.ndarray, buffer: Any) -> None:
+    if obs.dtype != np.uint8:
+        s.fail(f"image=True needs uint8 observations, the observation space gives {obs.dtype}",
+               "pass a uint8 Box observation_space (C, H, W), or leave it to the default image space")
+    frozen = obs.copy()
+    frozen.flags.writeable = False
+    with warnings.catch_warnings():  # torch's "not writable" warning on wrapping it is not a failure
+        warnings.filterwarnings("ignore", message=".*not writable", category=UserWarning)
+        a = s.call("act(read-only uint8 obs, deterministic=True)", policy.act, frozen, deterministic=True)
+    b = s.call("act(obs, deterministic=True)", policy.act, obs, deterministic=True)
+    if not np.array_equal(a.actions, b.actions):
+        s.fail("act() gave other actions for a read-only copy of the same uint8 observations",
+               "read observations without writing to them (Ray hands them over read-only)")
+    s.ok("act() takes read-only uint8 image batches")
+    tensors = getattr(buffer, "tensors", None) or getattr(getattr(buffer, "storage", None), "tensors", None)
+    stored = tensors.get("obs") if isinstance(tensors, dict) else None
+    if stored is None:
+        s.note(f"cannot see how the {type(buffer).__name__} buffer stores observations; dtype not checked")
+        return
+    import torch
+
+    if stored.dtype != torch.uint8:
+        s.fail(f"the buffer stores image observations as {stored.dtype}, not uint8",
+               "keep pixels uint8 in storage (space_layout does for uint8 Boxes) and convert on the device")
+    s.ok("the buffer stores image observations as uint8")
+
+
 def _check_learn(s: Subject, registry: Any, learner: Any, rollout: Any, env: Any, obs_space: Any, act_space: Any,
-                 n: int, steps: int, iterations: int, seed: int) -> None:
+                 n: int, steps: int, iterations: int, seed: int) -> Any:
     from rlightning_core.buffer.base import BufferSpec
     from rlightning_core.config.loading import resolve_params
     from rlightning_core.env.runner import EnvRunner
@@ -208,6 +247,9 @@ def _check_learn(s: Subject, registry: Any, learner: Any, rollout: Any, env: Any
     spec = registry.resolve("buffer", name)
     problems: list[str] = []
     bparams = resolve_params(spec, {}, "buffer", problems)
+    if attrs.has(type(bparams)) and isinstance(getattr(bparams, "capacity", None), int):
+        # room for what is collected, not the default million transitions (gigabytes of images)
+        bparams = attrs.evolve(bparams, capacity=min(bparams.capacity, n * steps * iterations))
     buffer = spec.build(bparams, spec=BufferSpec(observation_space=obs_space, action_space=act_space,
                                                  num_envs=n, num_steps=steps,
                                                  extras_spec=dict(type(learner).extras_spec), seed=seed))
@@ -235,6 +277,7 @@ def _check_learn(s: Subject, registry: Any, learner: Any, rollout: Any, env: Any
                "step the optimizer in learn(); if the algorithm waits for a warm-up, pass learn_iterations=")
     s.ok(f"learn() on a {steps} x {n} batch from the {name!r} buffer changes the parameters and returns "
          f"metrics ({', '.join(sorted(metrics)) or 'none'})")
+    return buffer
 
 
 def _short(value: Any) -> str:

@@ -349,3 +349,19 @@ def test_step_batch_type_is_required():
 def test_pytest_fixtures_are_offered(conformance, rlightning_registry):
     assert "rollout" in rlightning_registry.names("buffer")
     conformance.check("preprocessor", "clip_obs", {"low": -1.0, "high": 1.0})
+
+
+class WritesIntoObs(TinyPolicy):
+    """Scales its input in place: fails on the read-only batches Ray hands over."""
+
+    def act(self, obs, *, deterministic=False):
+        obs //= 2
+        return super().act(obs, deterministic=deterministic)
+
+
+def test_the_image_check_passes_a_policy_on_uint8_images_and_fails_one_writing_into_them():
+    report = check_policy(TinyPolicy, config=TinyPolicyParams, image=True)
+    assert "act() takes read-only uint8 image batches" in str(report)
+    assert "the buffer stores image observations as uint8" in str(report)
+    with pytest.raises(ConformanceError, match="read-only uint8 obs"):
+        check_policy(WritesIntoObs, config=TinyPolicyParams, image=True)

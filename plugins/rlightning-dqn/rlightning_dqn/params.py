@@ -16,8 +16,15 @@ class DQNParams:
     feed ``|TD error|`` back as priorities and weight its loss by the importance weights.
     """
 
+    encoder: str = field(default="auto", validator=one_of("auto", "mlp", "cnn"))
+    """Observation encoder: ``auto`` takes the Nature-DQN CNN (Mnih et al. 2015: 32-64-64 conv,
+    ``cnn_features`` ReLU units, one linear Q layer; images scaled by 1/255 on the policy's device) for
+    channels-first ``uint8`` image spaces ``(C, H, W)`` and the MLP for everything else; ``cnn`` / ``mlp``
+    force one. ``hidden_sizes`` and ``activation`` describe the MLP only."""
+    cnn_features: int = field(default=512, validator=ge(1))
+    """Width of the CNN's last (fully connected) layer."""
     hidden_sizes: list[int] = field(factory=lambda: [64, 64])
-    """Hidden layer widths of the Q network."""
+    """Hidden layer widths of the Q network (MLP encoder)."""
     activation: str = field(default="relu", validator=one_of("relu", "tanh", "elu", "gelu", "silu"))
     """Activation between hidden layers."""
     lr: float = field(default=1e-4, validator=gt(0))

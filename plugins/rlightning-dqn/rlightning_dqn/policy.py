@@ -29,12 +29,14 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from rlightning_core.buffer.storage import as_tensor
 from rlightning_core.policy.base import BasePolicy, PolicyOutput, PolicyRole
+from rlightning_core.policy.encoders import encoder_kind
 from rlightning_core.policy.numerics import guard_of
 from rlightning_core.policy.schedule import UpdateSchedule
 from rlightning_dqn.params import DQNParams
 
-__all__ = ["DQNPolicy", "QNetwork", "epsilon_at"]
+__all__ = ["CNNQNetwork", "DQNPolicy", "QNetwork", "epsilon_at"]
 
 _ACTIVATIONS: dict[str, type[nn.Module]] = {
     "relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU, "gelu": nn.GELU, "silu": nn.SiLU,
@@ -51,6 +53,15 @@ class QNetwork(nn.Sequential):
             layers += [nn.Linear(width, int(size)), _ACTIVATIONS[activation]()]
             width = int(size)
         super().__init__(*layers, nn.Linear(width, n_actions))
+
+
+class CNNQNetwork(nn.Sequential):
+    """The Nature-DQN CNN then one linear layer: ``[B, C, H, W]`` images in pixel units -> ``Q(obs, a)``."""
+
+    def __init__(self, shape: tuple[int, ...], n_actions: int, features: int) -> None:
+        from rlightning_core.policy.encoders import NatureCNN
+
+        super().__init__(NatureCNN(shape, features), nn.Linear(features, n_actions))
 
 
 class Exploration(nn.Module):
@@ -73,7 +84,8 @@ def _space_info(observation_space: Any, action_space: Any) -> tuple[int, int, in
     from gymnasium import spaces
 
     if not isinstance(observation_space, spaces.Box):
-        raise TypeError(f"dqn needs a Box observation space (flat vectors), got {observation_space}")
+        raise TypeError(f"dqn needs a Box observation space (vectors, or (C, H, W) uint8 images), got "
+                        f"{observation_space}")
     if not isinstance(action_space, spaces.Discrete):
         raise TypeError(f"dqn needs a Discrete action space, got {action_space}; for continuous actions use sac")
     return int(np.prod(observation_space.shape)), int(action_space.n), int(action_space.start)
@@ -91,13 +103,14 @@ def _adam(parameters: Any, lr: float) -> torch.optim.Optimizer:
 class _Greedy(torch.nn.Module):
     """Observations -> greedy env actions (``argmax Q`` plus the action space's ``start``)."""
 
-    def __init__(self, q: QNetwork, start: int) -> None:
+    def __init__(self, q: QNetwork | CNNQNetwork, start: int) -> None:
         super().__init__()
         self.q, self.start = q, int(start)
+        self.flatten = not isinstance(q, CNNQNetwork)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        """Actions of a float32 batch."""
-        return self.q(obs.reshape(obs.shape[0], -1)).argmax(-1) + self.start
+        """Actions of a float32 batch (images in pixel units, [0, 255])."""
+        return self.q(obs.reshape(obs.shape[0], -1) if self.flatten else obs).argmax(-1) + self.start
 
 
 class DQNPolicy(BasePolicy):
@@ -111,8 +124,15 @@ class DQNPolicy(BasePolicy):
         super().__init__(params, observation_space=observation_space, action_space=action_space, role=role,
                          device=device, seed=seed)
         obs_dim, self.n_actions, self.action_start = _space_info(observation_space, action_space)
+        #: Images: observations keep their dtype (uint8) up to the CNN, which scales them on the device.
+        self.image = encoder_kind(observation_space, params.encoder) == "cnn"
         torch.manual_seed(seed)  # parameter initialization is a function of the seed alone
-        self.q = QNetwork(obs_dim, self.n_actions, [int(h) for h in params.hidden_sizes], params.activation).to(device)
+        if self.image:
+            self.q: QNetwork | CNNQNetwork = CNNQNetwork(tuple(observation_space.shape), self.n_actions,
+                                                         params.cnn_features).to(device)
+        else:
+            self.q = QNetwork(obs_dim, self.n_actions, [int(h) for h in params.hidden_sizes],
+                              params.activation).to(device)
         self.q_target = deepcopy(self.q).requires_grad_(False)
         self.exploration = Exploration(params.exploration_initial_eps).to(device)
         #: CPU generator: replay draws and epsilon-greedy choices.
@@ -123,6 +143,8 @@ class DQNPolicy(BasePolicy):
 
     # -- rollout ---------------------------------------------------------------------------------------------
     def _obs(self, obs: np.ndarray | torch.Tensor) -> torch.Tensor:
+        if self.image:  # stays uint8 up to the device; the CNN converts it there
+            return as_tensor(obs).to(self.device)
         x = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
         return x.reshape(x.shape[0], -1) if x.dim() > 2 else x
 
@@ -177,8 +199,10 @@ class DQNPolicy(BasePolicy):
         assert self.optimizer is not None
         p = self.params
         batch = self.on_device(buffer.sample(p.batch_size, generator=self.generator))
-        obs, next_obs = batch["obs"].float(), batch["next_obs"].float()
-        if obs.dim() > 2:
+        obs, next_obs = batch["obs"], batch["next_obs"]
+        if not self.image:
+            obs, next_obs = obs.float(), next_obs.float()
+        if obs.dim() > 2 and not self.image:
             obs, next_obs = obs.flatten(1), next_obs.flatten(1)
         with torch.no_grad():
             next_q_target = self.q_target(next_obs)

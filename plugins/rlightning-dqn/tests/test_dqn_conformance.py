@@ -24,3 +24,12 @@ def test_dqn_conforms(conformance, obs_space, act_space):
 ], ids=["vanilla-mse", "polyak-target"])
 def test_dqn_variants_conform(conformance, extra):
     conformance.check_policy("dqn", {**SMALL, **extra}, learn_iterations=2)
+
+
+def test_dqn_with_the_cnn_conforms_on_images(conformance):
+    report = conformance.check_policy("dqn", {**SMALL, "cnn_features": 64}, image=True, learn_iterations=2)
+    assert "the buffer stores image observations as uint8" in str(report)
+
+
+def test_dqn_mlp_encoder_can_be_forced_on_images(conformance):
+    conformance.check_policy("dqn", {**SMALL, "encoder": "mlp"}, image=True, learn_iterations=2)

@@ -1,4 +1,4 @@
-"""Actor-critic MLPs for PPO: categorical or diagonal-Gaussian heads (state-independent log-std)."""
+"""Actor-critics for PPO (an MLP, or a CNN for images) with categorical or diagonal-Gaussian heads."""
 
 from __future__ import annotations
 
@@ -118,6 +118,34 @@ class ActorCritic(nn.Module):
                 h = self.act_fn(torch.addmm(b[1], h, w[1]))
             return self.v_head(h).squeeze(-1)
         return self.v_head(self.v_body(obs)).squeeze(-1)
+
+
+class CNNActorCritic(nn.Module):
+    """A shared Nature-DQN CNN, then one linear policy head and one linear value head (image observations).
+
+    Takes ``[B, C, H, W]`` batches in pixel units (``uint8`` as stored; the CNN scales them on its device).
+    """
+
+    def __init__(self, shape: tuple[int, ...], act_dim: int, *, discrete: bool, features: int, ortho: bool,
+                 log_std_init: float) -> None:
+        super().__init__()
+        from rlightning_core.policy.encoders import NatureCNN
+
+        self.discrete = discrete
+        self.encoder = NatureCNN(shape, features, ortho=ortho)
+        self.pi_head = _layer(features, act_dim, 0.01, ortho)
+        self.v_head = _layer(features, 1, 1.0, ortho)
+        if not discrete:
+            self.log_std = nn.Parameter(torch.full((act_dim,), float(log_std_init)))
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Policy output and value of a batch."""
+        h = self.encoder(obs)
+        return self.pi_head(h), self.v_head(h).squeeze(-1)
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """State values of a batch."""
+        return self.v_head(self.encoder(obs)).squeeze(-1)
 
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)

@@ -11,6 +11,14 @@ from rlightning_core.config.validators import ge, gt, in_range, one_of
 class PPOParams:
     """Options of the ``ppo`` policy."""
 
+    encoder: str = field(default="auto", validator=one_of("auto", "mlp", "cnn"))
+    """Observation encoder: ``auto`` takes the Nature-DQN CNN for channels-first ``uint8`` image spaces
+    ``(C, H, W)`` and the MLP for everything else; ``cnn`` / ``mlp`` force one. The CNN (32-64-64 conv,
+    ``cnn_features`` ReLU units; images scaled by 1/255 on the policy's device) is shared by actor and critic,
+    which are one linear layer each on its features (as in CleanRL's Atari PPO); ``hidden_sizes``,
+    ``activation`` and ``shared_network`` describe the MLP only."""
+    cnn_features: int = field(default=512, validator=ge(1))
+    """Width of the CNN's last (fully connected) layer."""
     hidden_sizes: list[int] = field(factory=lambda: [64, 64])
     """Hidden layer widths of the actor and critic MLPs."""
     activation: str = field(default="tanh", validator=one_of("tanh", "relu", "elu", "gelu", "silu"))

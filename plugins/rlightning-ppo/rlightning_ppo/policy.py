@@ -13,9 +13,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from rlightning_core.buffer.storage import as_tensor
 from rlightning_core.policy.base import BasePolicy, PolicyOutput, PolicyRole
+from rlightning_core.policy.encoders import encoder_kind
 from rlightning_core.policy.numerics import guard_of
-from rlightning_ppo.networks import ActorCritic, gaussian_entropy, gaussian_log_prob
+from rlightning_ppo.networks import ActorCritic, CNNActorCritic, gaussian_entropy, gaussian_log_prob
 from rlightning_ppo.params import PPOParams
 from rlightning_ppo.spaces import space_info
 
@@ -64,17 +66,18 @@ class _AdvantageNorm:
 class _Deterministic(torch.nn.Module):
     """Observations -> deterministic env actions: the logits' argmax, or the mean clipped to the action box."""
 
-    def __init__(self, net: ActorCritic, discrete: bool, low: torch.Tensor | None, high: torch.Tensor | None
-                 ) -> None:
+    def __init__(self, net: ActorCritic | CNNActorCritic, discrete: bool, low: torch.Tensor | None,
+                 high: torch.Tensor | None) -> None:
         super().__init__()
         self.net, self.discrete = net, discrete
+        self.flatten = not isinstance(net, CNNActorCritic)
         if not discrete:
             self.register_buffer("low", low.clone())
             self.register_buffer("high", high.clone())
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        """Actions of a float32 batch."""
-        out, _ = self.net(obs.reshape(obs.shape[0], -1))
+        """Actions of a float32 batch (images in pixel units, [0, 255])."""
+        out, _ = self.net(obs.reshape(obs.shape[0], -1) if self.flatten else obs)
         if self.discrete:
             return out.argmax(-1)
         return torch.minimum(torch.maximum(out, self.low), self.high)
@@ -92,10 +95,17 @@ class PPOPolicy(BasePolicy):
                          device=device, seed=seed)
         obs_dim, act_dim, self.discrete = space_info(observation_space, action_space)
         self.obs_shape = tuple(observation_space.shape)
+        #: Images: observations keep their dtype (uint8) up to the CNN, which scales them on the device.
+        self.image = encoder_kind(observation_space, params.encoder) == "cnn"
         torch.manual_seed(seed)  # parameter initialization is a function of the seed alone
-        self.net = ActorCritic(obs_dim, act_dim, discrete=self.discrete, hidden_sizes=list(params.hidden_sizes),
-                               activation=params.activation, shared=params.shared_network,
-                               ortho=params.ortho_init, log_std_init=params.log_std_init).to(device)
+        if self.image:
+            self.net: ActorCritic | CNNActorCritic = CNNActorCritic(
+                self.obs_shape, act_dim, discrete=self.discrete, features=params.cnn_features,
+                ortho=params.ortho_init, log_std_init=params.log_std_init).to(device)
+        else:
+            self.net = ActorCritic(obs_dim, act_dim, discrete=self.discrete, hidden_sizes=list(params.hidden_sizes),
+                                   activation=params.activation, shared=params.shared_network,
+                                   ortho=params.ortho_init, log_std_init=params.log_std_init).to(device)
         self.generator = torch.Generator(device="cpu").manual_seed(seed + 1)
         if not self.discrete:
             self.low = torch.as_tensor(action_space.low, dtype=torch.float32)
@@ -109,6 +119,8 @@ class PPOPolicy(BasePolicy):
 
     # -- rollout ---------------------------------------------------------------------------------------------
     def _obs(self, obs: np.ndarray) -> torch.Tensor:
+        if self.image:  # stays uint8 up to the device; the CNN converts it there
+            return as_tensor(obs).to(self.device)
         if self.device == "cpu" and isinstance(obs, np.ndarray) and obs.dtype == np.float32 and obs.flags.writeable:
             x = torch.from_numpy(obs)  # no copy on the per-step path
         else:
@@ -171,7 +183,8 @@ class PPOPolicy(BasePolicy):
     def _evaluate(self, obs: torch.Tensor, actions: torch.Tensor
                   ) -> tuple[torch.Tensor, Callable[[], torch.Tensor], torch.Tensor]:
         """Log-probs of ``actions``, a function giving the mean entropy, and values."""
-        out, value = self.net(obs.reshape(obs.shape[0], -1))
+        # the MLP takes float32 (a no-op for float32 storage; uint8 images under encoder: mlp are cast here)
+        out, value = self.net(obs if self.image else obs.reshape(obs.shape[0], -1).float())
         if self.discrete:
             logp_all = torch.log_softmax(out, -1)
             logp = logp_all.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)

@@ -12,7 +12,8 @@ def space_info(observation_space: Any, action_space: Any) -> tuple[int, int, boo
     from gymnasium import spaces
 
     if not isinstance(observation_space, spaces.Box):
-        raise TypeError(f"ppo needs a Box observation space (flat vectors), got {observation_space}")
+        raise TypeError(f"ppo needs a Box observation space (vectors, or (C, H, W) uint8 images), got "
+                        f"{observation_space}")
     obs_dim = int(np.prod(observation_space.shape))
     if isinstance(action_space, spaces.Discrete):
         return obs_dim, int(action_space.n), True

@@ -19,3 +19,15 @@ def test_ppo_conforms(conformance, obs_space, act_space):
 
 def test_ppo_shared_network_conforms(conformance):
     conformance.check_policy("ppo", {"shared_network": True, "clip_value": 0.2, "anneal_lr": True})
+
+
+def test_ppo_with_the_cnn_conforms_on_images(conformance):
+    report = conformance.check_policy("ppo", {"epochs": 2, "minibatch_size": 32, "cnn_features": 64}, image=True)
+    assert "the buffer stores image observations as uint8" in str(report)
+
+
+def test_ppo_cnn_on_flat_observations_is_refused_with_the_fix(conformance):
+    from rlightning_core.testing import ConformanceError
+
+    with pytest.raises(ConformanceError, match=r"encoder: 'cnn' needs channels-first image"):
+        conformance.check_policy("ppo", {"encoder": "cnn"})
