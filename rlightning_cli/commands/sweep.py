@@ -35,7 +35,7 @@ def sweep(arguments: tuple[str, ...], space_file: str, trials: int, metric: str,
     from rlightning_core.sweep.space import load_space, validate_space
     from rlightning_core.sweep.summary import best_row, write_summary
 
-    if not arguments or "=" in arguments[0] and not Path(arguments[0]).is_file():
+    if not arguments or ("=" in arguments[0] and not Path(arguments[0]).is_file()):
         raise click.UsageError("Missing argument 'CONFIG'.")
     warn_load_failures(get_plugins())
     config_file, overrides = arguments[0], list(arguments[1:])
