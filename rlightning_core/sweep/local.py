@@ -38,6 +38,7 @@ def distribution(optuna: Any, p: Param) -> Any:
     d = optuna.distributions
     if p.kind == "categorical":
         return d.CategoricalDistribution(list(p.choices))
+    assert p.low is not None and p.high is not None  # numeric kinds always have both (parse_space)
     if p.kind == "int":
         return d.IntDistribution(int(p.low), int(p.high), step=int(p.step or 1), log=p.log)
     return d.FloatDistribution(float(p.low), float(p.high), log=p.log, step=p.step)

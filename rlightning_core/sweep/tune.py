@@ -90,8 +90,10 @@ def run_tune_sweep(config_file: Path, space: SweepSpace, sweep_dir: Path, *, tri
     """Run ``trials`` Tune trials on the cluster (started like a run's, or the one already connected)."""
     import functools
 
+    from rlightning_core.dependencies import require
     from rlightning_core.distributed.cluster import RayCluster
 
+    require(["ray", "optuna"], pip="rlightning[tune]", needed_by="rlightning sweep --ray")
     optuna = import_optuna()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     storage = sweep_dir / "tune"
@@ -134,11 +136,11 @@ def _rows(results: Any, space: SweepSpace, sweep_dir: Path) -> list[TrialRow]:
     rows = []
     for r in results:
         metrics = r.metrics or {}
-        number = metrics.get("sweep_trial")
+        number: int | None = metrics.get("sweep_trial")
         run_dir = sweep_dir / f"trial_{number:04d}" if number is not None else None
         params = {p.key: (r.config or {}).get(p.key) for p in space.params}
         last, wall = metrics.get(_SCORE), metrics.get("time_total_s")
-        if r.error is not None or run_dir is None:
+        if r.error is not None or run_dir is None or number is None:
             error = str(r.error).strip().splitlines()[-1][:500] if r.error is not None else "no result reported"
             rows.append(TrialRow(-1 if number is None else number, "FAIL", last, wall, params,
                                  "" if run_dir is None else str(run_dir), error))
