@@ -67,4 +67,7 @@ def sweep(arguments: tuple[str, ...], space_file: str, trials: int, metric: str,
     if best is not None:
         click.echo(f"Best: trial {best.number}, {metric} = {best.value:.4g}: "
                    f"{', '.join(f'{k}={v}' for k, v in best.params.items())} ({best.run_dir})", err=True)
+    if any(r.status == "RUNNING" for r in rows):  # a trial's run was stopped by SIGINT/SIGTERM
+        click.echo(f"Interrupted; run the same command again to continue the sweep in {target}", err=True)
+        return 130
     return 0
