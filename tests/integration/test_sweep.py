@@ -161,3 +161,39 @@ def test_ray_sweep_runs_tune_trials_with_the_same_summary(tmp_path, space_file, 
     assert any(x["status"] == "COMPLETE" for x in summary)
     _check_trial_runs(summary, statuses=("COMPLETE",))
     assert (sweep_dir / "summary.png").is_file() and (sweep_dir / "tune").is_dir()
+
+
+def test_a_killed_sweep_resumes_with_the_killed_trial_queued_again(tmp_path, space_file, cli_environment):
+    """SIGKILL during the first trial (once its run has logged), then the same sweep again with a tiny budget."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import optuna
+
+    sweep_dir = tmp_path / "sweep"
+    exe = Path(sys.executable).parent / "rlightning"
+    args = [str(exe), "sweep", str(CARTPOLE), "--space", str(space_file), "--trials", "2", "--sweep-dir",
+            str(sweep_dir)]
+    long = ["engine.total_steps=10000000", "engine.target_eval_return=null", "logging.progress=false"]
+    proc = subprocess.Popen([*args, *long], env=cli_environment(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        metrics = sweep_dir / "trial_0000" / "metrics.jsonl"
+        while proc.poll() is None and not (metrics.is_file() and metrics.read_text().strip()):
+            time.sleep(0.05)  # waiting for the event (the run's first metrics row), not for a time
+        assert proc.poll() is None, "the sweep ended before it could be killed"
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=60)
+    storage = f"sqlite:///{sweep_dir / 'study.db'}"
+    killed = optuna.load_study(study_name="sweep", storage=storage).trials
+    assert [t.state for t in killed] == [optuna.trial.TrialState.RUNNING]
+    r = subprocess.run([*args, *TINY], env=cli_environment(), capture_output=True, text=True, timeout=600,
+                       check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = _summary(sweep_dir)
+    assert [(x["trial"], x["status"]) for x in rows][:2] == [("0", "INTERRUPTED"), ("1", "COMPLETE")]
+    assert len(rows) == 3 and rows[2]["status"] in ("COMPLETE", "PRUNED")
+    assert float(rows[1]["policy.params.lr"]) == pytest.approx(killed[0].params["policy.params.lr"])
