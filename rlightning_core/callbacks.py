@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EVENTS", "Callback", "RunEvents", "StopTraining"]
+__all__ = ["EVENTS", "Callback", "RunEvents", "StopTraining", "check_callbacks"]
 
 log = logging.getLogger("rlightning")
 
@@ -87,12 +87,8 @@ class RunEvents:
         from rlightning_core.run import StopRequest
 
         self.plugins = plugins
-        self.callbacks = list(callbacks)
+        self.callbacks = check_callbacks(callbacks)
         self.stop = stop if stop is not None else StopRequest()
-        for cb in self.callbacks:
-            if not any(callable(getattr(cb, name, None)) for name in EVENTS):
-                raise TypeError(f"callbacks: {cb!r} has none of the callback methods ({', '.join(EVENTS)}); "
-                                "subclass rlightning_core.Callback")
 
     def call_each(self, hook_name: str, /, **kwargs: Any) -> None:
         """Send one event to every plugin hook, then every callback (positional, in :data:`EVENTS` order)."""
@@ -102,6 +98,7 @@ class RunEvents:
                 name, exc = stopped
                 self._request(f"plugin {name!r} raised StopTraining in {hook_name}", exc)
         args = [kwargs[a] for a in EVENTS[hook_name]]
+        failed: Exception | None = None  # on_run_end reaches every callback; its first error is raised after
         for cb in self.callbacks:
             method = getattr(cb, hook_name, None)
             if method is None:
@@ -115,12 +112,29 @@ class RunEvents:
                 continue
             except Exception as exc:
                 log.error("%s raised %s: the run fails", where, type(exc).__name__)
-                raise
+                if hook_name != "on_run_end":
+                    raise
+                failed = failed or exc
+                continue
             if answer is False and hook_name != "on_run_end":
                 self._request(f"{where} returned False", None)
+        if failed is not None:
+            raise failed
 
     def _request(self, default: str, exc: StopTraining | None) -> None:
         message = str(exc) if exc is not None and str(exc) else default
         if self.stop.message is None and not self.stop.requested:
             self.stop.message = message
             log.warning("stop requested (%s): stopping after this iteration with a final checkpoint", message)
+
+
+def check_callbacks(callbacks: Iterable[Any]) -> list[Any]:
+    """``callbacks`` as a list, or a ``TypeError`` naming the first item that is not a callback object."""
+    out = list(callbacks)
+    for cb in out:
+        if isinstance(cb, type):
+            raise TypeError(f"callbacks: {cb.__name__} is a class; pass an instance ({cb.__name__}())")
+        if not any(callable(getattr(cb, name, None)) for name in EVENTS):
+            raise TypeError(f"callbacks: {cb!r} has none of the callback methods ({', '.join(EVENTS)}); "
+                            "subclass rlightning_core.Callback")
+    return out

@@ -34,7 +34,9 @@ def train(config: str | Path | MainConfig | Mapping[str, Any] | None, run_dir: s
         ConfigError: the config has problems (each with its key path).
     """
     from rlightning_core.builders import build_data_buffer, build_engine, build_env_group, build_policy_group
+    from rlightning_core.callbacks import check_callbacks
 
+    callbacks = check_callbacks(callbacks)  # before anything is built
     cfg, _ = resolve_config(config, overrides, resume_from=resume_from)
     target = resolve_run_dir(cfg, run_dir, resume_from=resume_from)
     env_group = build_env_group(cfg.env, seed=cfg.seed, cluster=cfg.cluster)

@@ -142,10 +142,12 @@ def test_a_signal_that_came_first_is_not_overwritten():
     assert events.stop.reason == "interrupted" and events.stop.message is None and events.stop.name == "SIGINT"
 
 
-def test_an_object_with_no_callback_method_is_refused():
+def test_an_object_with_no_callback_method_or_a_class_is_refused():
     with pytest.raises(TypeError, match=r"callbacks: .* has none of the callback methods .*subclass "
                                         r"rlightning_core.Callback"):
         RunEvents(None, [lambda step: None])
+    with pytest.raises(TypeError, match=r"callbacks: Recorder is a class; pass an instance \(Recorder\(\)\)"):
+        RunEvents(None, [Callback(), Recorder])
 
 
 def test_importing_callbacks_stays_light():
