@@ -15,9 +15,10 @@ def register_core_commands(cli: click.Group) -> None:
     from rlightning_cli.commands.list_plugins import list_plugins
     from rlightning_cli.commands.new_plugin import new_plugin
     from rlightning_cli.commands.plot import plot
+    from rlightning_cli.commands.sweep import sweep
     from rlightning_cli.commands.train import train
 
     for command in (train, eval_command, enjoy_command, export_command, list_plugins, config_group, new_plugin, plot,
-                    env_client):
+                    env_client, sweep):
         if command.name not in cli.commands:
             cli.add_command(command)

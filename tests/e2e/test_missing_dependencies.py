@@ -198,3 +198,13 @@ def test_ray_mode_env_actor_without_the_package(tmp_path, run_without):
     assert_missing(result, "mujoco", "pip install 'rlightning-gymnasium[mujoco]'")
     assert "env 'rlt_needs_mujoco:NeedsMujoco-v0' needs the Python module 'mujoco'" in result.stderr
     assert not (run_dir / "metrics.jsonl").exists() or not (run_dir / "metrics.jsonl").read_text().strip()
+
+
+def test_sweep_without_optuna(tmp_path, run_without):
+    space = tmp_path / "space.yaml"
+    space.write_text("params:\n  policy.params.lr: {type: log_uniform, low: 1.0e-4, high: 1.0e-2}\n")
+    sweep_dir = tmp_path / "sweep"
+    result = run_without("optuna", ["sweep", str(REPO / "examples/cartpole_ppo.yaml"), "--space", str(space),
+                                    "--trials", "2", "--sweep-dir", str(sweep_dir)])
+    assert_missing(result, "optuna", "pip install 'rlightning[sweep]'")
+    assert not sweep_dir.exists()

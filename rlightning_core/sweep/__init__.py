@@ -1,0 +1,1 @@
+"""Hyperparameter sweeps: ``rlightning sweep`` (Optuna locally, Ray Tune with ``--ray``). See docs/sweeps.md."""
