@@ -38,39 +38,20 @@ BATCH_CALLS = 20
 
 
 def train_run(run_dir: Path, steps: int) -> None:
-    """A short PPO run on CartPole with a final checkpoint (the library path ``rlightning train`` takes)."""
-    from rlightning_core import load_config
-    from rlightning_core.builders import build_data_buffer, build_engine, build_env_group, build_policy_group
+    """A short PPO run on CartPole with a final checkpoint, through ``rlightning_core.train``."""
+    from rlightning_core import train
 
-    cfg = load_config(CARTPOLE_CONFIG, overrides=[
+    train(CARTPOLE_CONFIG, run_dir, overrides=[
         f"engine.total_steps={steps}", "engine.eval_every=0", "engine.target_eval_return=null",
         "checkpoint.every=0", "checkpoint.at_end=true", "logging.progress=false", "logging.level=WARNING",
         "preprocessors=[{type: normalize_obs}]"])
-    env_group = build_env_group(cfg.env, seed=cfg.seed)
-    policy_group = build_policy_group(cfg.policy.type, cfg.policy, cfg.cluster)
-    buffer = build_data_buffer(cfg.buffer.type, cfg.buffer)
-    try:
-        build_engine(cfg, env_group, policy_group, buffer).run(run_dir)
-    finally:
-        env_group.close()
 
 
 def observations(n: int, seed: int = 0) -> Any:
     """``n`` CartPole observations along random-action episodes (float32, ``[n, 4]``)."""
-    import gymnasium as gym
-    import numpy as np
+    from rlightning_core.testing.observations import rollout_observations
 
-    env = gym.make("CartPole-v1")
-    env.action_space.seed(seed)
-    obs, _ = env.reset(seed=seed)
-    out = []
-    while len(out) < n:
-        out.append(obs)
-        obs, _, terminated, truncated, _ = env.step(env.action_space.sample())
-        if terminated or truncated:
-            obs, _ = env.reset()
-    env.close()
-    return np.asarray(out, dtype=np.float32)
+    return rollout_observations("CartPole-v1", n, seed)
 
 
 def single_latencies(predict: Callable[[Any], Any], obs: Any, calls: int) -> list[float]:

@@ -17,20 +17,12 @@ EPISODE = re.compile(r"^episode (\d+): return (-?[\d.]+) length (\d+)$", re.MULT
 
 
 def _train(run_dir: Path, *overrides: str) -> None:
-    from rlightning_core import load_config
-    from rlightning_core.builders import build_data_buffer, build_engine, build_env_group, build_policy_group
+    from rlightning_core import train
 
-    config = load_config(ROOT / "examples" / "cartpole_ppo.yaml", [
+    train(ROOT / "examples" / "cartpole_ppo.yaml", run_dir, overrides=[
         "logging.progress=false", "env[0].num_envs=4", "preprocessors=[{type: normalize_obs}]",
         "engine.eval_every=2", "engine.eval_episodes=4", "engine.target_eval_return=null", "checkpoint.every=2",
         *overrides])
-    env_group = build_env_group(config.env, seed=config.seed)
-    policy_group = build_policy_group(config.policy.type, config.policy, config.cluster)
-    buffer = build_data_buffer(config.buffer.type, config.buffer)
-    try:
-        build_engine(config, env_group, policy_group, buffer).run(run_dir)
-    finally:
-        env_group.close()
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from env_observations import rollout_observations
+
+from rlightning_core.testing.observations import rollout_observations
 
 pytestmark = pytest.mark.usefixtures("training_plugins")
 

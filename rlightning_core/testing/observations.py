@@ -1,4 +1,4 @@
-"""Observations a policy really meets: a random-action rollout of a Gymnasium env."""
+"""Observations a policy really meets (a random-action rollout), for parity checks of predict and export."""
 
 from __future__ import annotations
 
