@@ -54,7 +54,7 @@ def test_breakout_preset_obs_and_clipping_by_role() -> None:
     train = pool("ALE/Breakout-v5", preset="atari")
     obs = train.reset()
     assert obs.shape[1:] == ref_obs.shape[1:] == (4, 84, 84) and obs.dtype == ref_obs.dtype == np.uint8
-    rewards, episodes = run(train, 400)
+    rewards, _ = run(train, 400)
     assert set(np.concatenate(rewards).tolist()) <= {0.0, 1.0, -1.0}
     ev = pool("BreakoutNoFrameskip-v4", preset="atari", role="eval")
     _, eval_episodes = run(ev, 3000)
