@@ -72,3 +72,19 @@ def test_same_seed_same_transitions() -> None:
 def test_unsupported_id_is_a_config_error() -> None:
     with pytest.raises(ValueError, match="vectorization 'envpool'"):
         GymnasiumParams(id="CartPole-v1", vectorization="envpool")
+
+
+def test_episode_boundaries_follow_same_step_reset() -> None:
+    """Each reported length counts the steps since that env's previous episode ended: no lost step."""
+    pytest.importorskip("mujoco")
+    w = pool("Hopper-v5")
+    w.reset()
+    rng = np.random.default_rng(1)
+    last_end = [0, 0]
+    for t in range(1, 400):
+        b = w.step(rng.uniform(-1, 1, size=(2, 3)).astype(np.float32))
+        for e in b.episodes:
+            assert e.length == t - last_end[e.env_index]
+            assert b.final_obs is not None
+            last_end[e.env_index] = t
+    assert max(last_end) > 0
