@@ -122,6 +122,14 @@ def bench(session: nox.Session) -> None:
         session.run("python", script)
 
 
+@nox.session(name="bench-vector-envs")
+def bench_vector_envs(session: nox.Session) -> None:
+    """Steps/s of gymnasium sync, gymnasium async and envpool workers on Breakout (atari preset) and Hopper."""
+    _install_core(session)
+    session.install("-e", "plugins/rlightning-gymnasium[atari,mujoco,envpool]")
+    session.run("python", "benchmarks/vector_envs.py", *session.posargs)
+
+
 @nox.session(name="bench-predict")
 def bench_predict(session: nox.Session) -> None:
     """The predict target alone: batch vs single-observation predict, and latency beside SB3 (flags pass on)."""

@@ -20,7 +20,7 @@ from rlightning_core.config.validators import ge, one_of
 __all__ = ["PRESETS", "ROLES", "VECTORIZATION_MODES", "GymnasiumParams", "WrapperSpec", "available_wrappers",
            "resolve_wrapper"]
 
-VECTORIZATION_MODES = ("sync", "async")
+VECTORIZATION_MODES = ("sync", "async", "envpool")
 PRESETS = (None, "atari")
 ROLES = ("train", "eval")
 _WRAPPER_PREFIX = "gymnasium.wrappers."
@@ -205,7 +205,8 @@ class GymnasiumParams:
     ``[{type: ClipAction}, {type: NormalizeObservation, kwargs: {epsilon: 1e-8}}]``."""
     vectorization: str = field(default="sync", validator=one_of(*VECTORIZATION_MODES))
     """``sync``: the worker's envs step in its own process (fastest for cheap envs such as CartPole);
-    ``async``: one subprocess per env (for envs whose step costs milliseconds)."""
+    ``async``: one subprocess per env (for envs whose step costs milliseconds); ``envpool``: envpool's C++ pool
+    for MuJoCo ids and Atari ids with ``preset: atari`` (``pip install envpool``)."""
     max_episode_steps: int | None = field(default=None, validator=ge(1))
     """Truncate episodes after this many steps (``null``: the env's registered limit)."""
     context: str | None = field(default=None, validator=one_of(None, "fork", "spawn", "forkserver"))
@@ -229,6 +230,20 @@ class GymnasiumParams:
             raise ValueError("kwargs: " + "; ".join(reasons))
         if self.preset == "atari":
             self._check_atari()
+        if self.vectorization == "envpool":
+            self._check_envpool()
+
+    def _check_envpool(self) -> None:
+        import importlib.util
+
+        from rlightning_core.errors import MissingDependencyError
+        from rlightning_gymnasium.envpool_worker import envpool_task
+
+        if importlib.util.find_spec("envpool") is None:
+            raise MissingDependencyError("envpool", "envpool", "env.params.vectorization: envpool")
+        if self.wrappers or self.kwargs or envpool_task(self) is None:
+            raise ValueError(f"vectorization 'envpool' steps MuJoCo ids (Hopper-v5 ...) and Atari ids with "
+                             f"preset 'atari', without kwargs or wrappers; got {self.id!r}")
 
     def _check_atari(self) -> None:
         from rlightning_gymnasium.deps import entry_point_module

@@ -24,6 +24,10 @@ def make_gymnasium_worker(
 
     # e.g. pygame, which only rendering needs
     check_env_dependencies(params.id, render_mode=render_mode, atari=params.preset == "atari")
+    if params.vectorization == "envpool":
+        from rlightning_gymnasium.envpool_worker import EnvpoolWorker
+
+        return EnvpoolWorker(params, num_envs=num_envs, seed=seed, worker_index=worker_index)
     from rlightning_gymnasium.worker import GymnasiumWorker
 
     return GymnasiumWorker(params, num_envs=num_envs, seed=seed, worker_index=worker_index,

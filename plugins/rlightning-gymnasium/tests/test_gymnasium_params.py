@@ -82,7 +82,7 @@ def test_field_validators_and_reserved_kwargs() -> None:
     assert sorted(lines) == sorted([
         "env[0].params.extra: unknown key; allowed keys: id, kwargs, wrappers, vectorization, "
         "max_episode_steps, context, preset, role",
-        "env[0].params.vectorization: must be one of 'sync', 'async'; got 'subproc'",
+        "env[0].params.vectorization: must be one of 'sync', 'async', 'envpool'; got 'subproc'",
         "env[0].params.max_episode_steps: must be >= 1, got 0",
         "env[0].params.context: must be one of None, 'fork', 'spawn', 'forkserver'; got 'threads'",
     ])
