@@ -66,6 +66,8 @@ CASES = [
      "pip install 'rlightning-gymnasium[atari]'"),
     ("atari-preset", "ale_py", ATARI_PRESET, "ale_py", "pip install 'rlightning-gymnasium[atari]'"),
     ("atari-preset-opencv", "cv2", ATARI_PRESET, "cv2", "pip install 'rlightning-gymnasium[atari]'"),
+    ("envpool", "envpool", CARTPOLE.format(env_id="Hopper-v5, vectorization: envpool"), "envpool",
+     "pip install envpool"),
     ("ray", "ray", "examples/cartpole_ppo_ray.yaml", "ray", "pip install 'rlightning[ray]'"),
     ("moviepy", "moviepy", VIDEO, "moviepy", "pip install 'rlightning[video]'"),
     ("pettingzoo-family", "pymunk", PISTONBALL, "pymunk", "pip install 'rlightning-pettingzoo[butterfly]'"),
