@@ -1,6 +1,6 @@
 """Sweep search spaces: a YAML file naming dotted config keys and the distribution each is drawn from.
 
-Shape (``examples/sweep_cartpole_ppo.yaml``)::
+Shape (``examples/sweeps/cartpole_ppo_space.yaml``)::
 
     params:
       policy.params.lr: {type: log_uniform, low: 1.0e-4, high: 1.0e-2}
