@@ -99,7 +99,13 @@ class NatureCNN(nn.Module):
                     nn.init.zeros_(m.bias)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        """Features ``[B, features]`` of a batch of images in pixel units."""
+        """Features ``[B, features]`` of a batch of images in pixel units.
+
+        The batch is laid out channels-last (NHWC) before the convolutions: oneDNN's CPU convolutions run
+        faster on it (docs/benchmarks.md, Atari throughput); the result is the same up to float rounding.
+        """
+        if obs.dim() == 4:
+            obs = obs.contiguous(memory_format=torch.channels_last)  # on the uint8 batch: the cheap copy
         x = obs.to(torch.float32) / 255.0
         return torch.relu(self.fc(self.convs(x)))
 
