@@ -122,6 +122,17 @@ def bench(session: nox.Session) -> None:
         session.run("python", script)
 
 
+@nox.session(name="bench_suites")
+def bench_suites(session: nox.Session) -> None:
+    """Atari and MuJoCo against SB3 at the published budgets (hours on 2 cores; `-- --quick` for minutes)."""
+    _install_core(session)
+    for plugin in PLUGINS:
+        session.install("-e", str(plugin))
+    session.install("-e", "plugins/rlightning-gymnasium[atari]", "gymnasium[mujoco]>=1.1", "matplotlib>=3.7",
+                    "stable-baselines3>=2.3")
+    session.run("python", "benchmarks/suites/run.py", *session.posargs)
+
+
 @nox.session(name="bench-vector-envs")
 def bench_vector_envs(session: nox.Session) -> None:
     """Steps/s of gymnasium sync, gymnasium async and envpool workers on Breakout (atari preset) and Hopper."""

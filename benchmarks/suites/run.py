@@ -1,0 +1,352 @@
+"""The standard suites: Atari Breakout from pixels and MuJoCo locomotion, rlightning beside Stable-Baselines3.
+
+Each task trains the example config of ``examples/`` with rlightning for several seeds and SB3 with the same
+hyperparameters (the mapping is in the task's ``sb3_*`` function) on the same env-step budget, evaluating both
+on the same env-step schedule (deterministic actions, unclipped scores; evaluation time is off both clocks).
+It prints, per task, the mean final evaluation return ± std over seeds, the published reference of
+``../shared/REFERENCES.md`` where one exists, the mean training wall time and the wall ratio, and writes two
+PNG curves per task (return vs env steps and vs training wall time) and a ``results.json`` into ``--out``.
+
+The full budgets take hours on a 2-core machine: ``nox -s bench_suites`` (never the default test run);
+``--quick`` shortens every budget (and the warm-up of SAC) to check the whole pipeline in a few minutes.
+
+Run: ``python benchmarks/suites/run.py [--quick] [--only TASK ...] [--seeds N] [--ref-seeds N] [--out DIR]``.
+Needs ``stable-baselines3``, ``ale-py`` and ``mujoco`` (a task whose dependency is missing is skipped, with the
+pip command). Always exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+Curve = list[tuple[int, float, float]]  # (env steps, training wall s, eval return)
+
+
+@dataclass
+class Task:
+    """One comparison: an rlightning example config and the SB3 run with the same hyperparameters."""
+
+    config: str
+    env_id: str
+    algo: str
+    steps: int
+    quick_steps: int
+    seeds: int
+    ref_seeds: int
+    sb3: Callable[..., Curve]
+    published: str = ""
+    requires: tuple[str, ...] = ()
+    quick_overrides: tuple[str, ...] = field(default_factory=tuple)
+
+
+# -- SB3 runs ----------------------------------------------------------------------------------------------
+def _eval_callback(evaluate: Callable[[Any], float], every: int) -> Any:
+    """An SB3 callback that evaluates every ``every`` env steps with the training clock paused."""
+    import torch
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class EvalClock(BaseCallback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.curve: Curve = []
+            self.start = self.paused = 0.0
+            self.next_eval = every
+
+        def train_s(self) -> float:
+            return time.perf_counter() - self.start - self.paused
+
+        def record(self) -> None:
+            t0 = time.perf_counter()
+            train_s = t0 - self.start - self.paused
+            self.curve.append((int(self.num_timesteps), train_s, float(evaluate(self.model))))
+            self.paused += time.perf_counter() - t0
+
+        def _on_training_start(self) -> None:
+            torch.set_num_threads(1)
+            self.start = time.perf_counter()
+
+        def _on_step(self) -> bool:
+            if self.num_timesteps >= self.next_eval:
+                self.record()
+                self.next_eval += every
+            return True
+
+    return EvalClock()
+
+
+def _train_sb3(model: Any, steps: int, evaluate: Callable[[Any], float], every: int) -> Curve:
+    clock = _eval_callback(evaluate, every)
+    model.learn(total_timesteps=steps, callback=clock)
+    if not clock.curve or clock.curve[-1][0] != model.num_timesteps:
+        clock.record()  # the final evaluation, as rlightning's engine takes one at the end
+    return clock.curve
+
+
+def _evaluate_vec(eval_env: Any, episodes: int) -> Callable[[Any], float]:
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    def evaluate(model: Any) -> float:
+        mean, _ = evaluate_policy(model, eval_env, n_eval_episodes=episodes, deterministic=True)
+        return float(mean)
+
+    return evaluate
+
+
+def sb3_atari_ppo(task: Task, seed: int, steps: int, every: int, episodes: int, quick: bool) -> Curve:
+    """rl-zoo's Atari PPO (8 envs, 128 steps, 4 epochs, minibatch 256, lr 2.5e-4 linear, clip 0.1) on
+    SB3's AtariWrapper + 4-frame stack; evaluated without life loss or reward clipping (the game score)."""
+    import ale_py
+    import gymnasium
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_atari_env
+    from stable_baselines3.common.vec_env import VecFrameStack
+
+    gymnasium.register_envs(ale_py)
+    env = VecFrameStack(make_atari_env(task.env_id, n_envs=8, seed=seed), n_stack=4)
+    eval_env = VecFrameStack(make_atari_env(task.env_id, n_envs=1, seed=seed + 10_000, wrapper_kwargs={
+        "terminal_on_life_loss": False, "clip_reward": False}), n_stack=4)
+    model = PPO("CnnPolicy", env, n_steps=128, n_epochs=4, batch_size=256, learning_rate=lambda r: r * 2.5e-4,
+                clip_range=0.1, ent_coef=0.01, vf_coef=0.5, gamma=0.99, gae_lambda=0.95, max_grad_norm=0.5,
+                seed=seed, device="cpu", verbose=0)
+    try:
+        return _train_sb3(model, steps, _evaluate_vec(eval_env, episodes), every)
+    finally:
+        env.close()
+        eval_env.close()
+
+
+def sb3_mujoco_ppo(task: Task, seed: int, steps: int, every: int, episodes: int, quick: bool) -> Curve:
+    """CleanRL's ppo_continuous_action settings (those of examples/*_ppo.yaml) in SB3: VecNormalize of
+    observations and rewards (clip 10), 64-64 tanh, orthogonal init, Adam eps 1e-5, value clipping 0.2."""
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    env = VecNormalize(make_vec_env(task.env_id, n_envs=1, seed=seed), gamma=0.99, clip_obs=10.0, clip_reward=10.0)
+    eval_env = VecNormalize(make_vec_env(task.env_id, n_envs=1, seed=seed + 10_000), training=False,
+                            norm_reward=False, clip_obs=10.0)
+    model = PPO("MlpPolicy", env, n_steps=2048, batch_size=64, n_epochs=10, learning_rate=lambda r: r * 3e-4,
+                gamma=0.99, gae_lambda=0.95, clip_range=0.2, clip_range_vf=0.2, ent_coef=0.0, vf_coef=0.5,
+                max_grad_norm=0.5, seed=seed, device="cpu", verbose=0,
+                policy_kwargs={"net_arch": {"pi": [64, 64], "vf": [64, 64]}, "activation_fn": torch.nn.Tanh,
+                               "log_std_init": 0.0, "ortho_init": True, "optimizer_kwargs": {"eps": 1e-5}})
+    inner = _evaluate_vec(eval_env, episodes)
+
+    def evaluate(m: Any) -> float:
+        eval_env.obs_rms = env.obs_rms  # frozen training statistics, as rlightning's eval uses
+        return inner(m)
+
+    try:
+        return _train_sb3(model, steps, evaluate, every)
+    finally:
+        env.close()
+        eval_env.close()
+
+
+def sb3_sac(task: Task, seed: int, steps: int, every: int, episodes: int, quick: bool) -> Curve:
+    """rl-zoo's MuJoCo SAC (SB3 defaults: 256-256 ReLU, lr 3e-4, batch 256, tau 0.005, 1 update per step,
+    auto entropy) with its 10k warm-up steps (``--quick``: 500, as the rlightning side)."""
+    from stable_baselines3 import SAC
+    from stable_baselines3.common.env_util import make_vec_env
+
+    env = make_vec_env(task.env_id, n_envs=1, seed=seed)
+    eval_env = make_vec_env(task.env_id, n_envs=1, seed=seed + 10_000)
+    model = SAC("MlpPolicy", env, learning_starts=500 if quick else 10_000, buffer_size=1_000_000, batch_size=256,
+                learning_rate=3e-4, tau=0.005, gamma=0.99, train_freq=1, gradient_steps=1, seed=seed, device="cpu",
+                verbose=0)
+    try:
+        return _train_sb3(model, steps, _evaluate_vec(eval_env, episodes), every)
+    finally:
+        env.close()
+        eval_env.close()
+
+
+CLEANRL = "CleanRL ppo_continuous_action, v4, 1M steps, 3 seeds, training episodic return"
+TASKS: dict[str, Task] = {
+    "breakout_ppo": Task("breakout_ppo.yaml", "BreakoutNoFrameskip-v4", "PPO", 1_000_000, 8_192, 2, 2,
+                         sb3_atari_ppo, requires=("ale_py",)),
+    "hopper_ppo": Task("hopper_ppo.yaml", "Hopper-v5", "PPO", 1_000_000, 8_192, 3, 1, sb3_mujoco_ppo,
+                       published=f"2382.9 ± 271.7 ({CLEANRL})", requires=("mujoco",)),
+    "halfcheetah_ppo": Task("halfcheetah_ppo.yaml", "HalfCheetah-v5", "PPO", 1_000_000, 8_192, 3, 1,
+                            sb3_mujoco_ppo, published=f"1442.6 ± 46.0 ({CLEANRL})", requires=("mujoco",)),
+    "walker2d_ppo": Task("walker2d_ppo.yaml", "Walker2d-v5", "PPO", 1_000_000, 8_192, 3, 1, sb3_mujoco_ppo,
+                         published="none in ../shared/REFERENCES.md (its CleanRL table has no Walker2d row)",
+                         requires=("mujoco",)),
+    "halfcheetah_sac": Task("halfcheetah_sac.yaml", "HalfCheetah-v5", "SAC", 100_000, 2_000, 2, 2, sb3_sac,
+                            requires=("mujoco",), quick_overrides=("policy.params.learning_starts=500",)),
+    "hopper_sac": Task("hopper_sac.yaml", "Hopper-v5", "SAC", 100_000, 2_000, 2, 2, sb3_sac,
+                       requires=("mujoco",), quick_overrides=("policy.params.learning_starts=500",)),
+}
+
+
+# -- rlightning runs ---------------------------------------------------------------------------------------
+def _steps_per_iteration(cfg: Any) -> int:
+    return sum(e.num_envs * e.num_workers for e in cfg.env) * cfg.engine.params.rollout_steps
+
+
+def run_rlightning(task: Task, seed: int, steps: int, points: int, episodes: int, quick: bool,
+                   run_dir: Path) -> tuple[Curve, int]:
+    """Train the example once (the ``rlightning train`` path) into ``run_dir``; the eval curve from its
+    ``metrics.jsonl`` and the env-step spacing of the evaluations (for the SB3 side)."""
+    from rlightning_core import load_config
+    from rlightning_core.builders import build_data_buffer, build_engine, build_env_group, build_policy_group
+
+    base = [f"engine.total_steps={steps}", f"seed={seed}", "checkpoint.every=0", "checkpoint.at_end=false",
+            "logging.progress=false", "logging.level=WARNING", "engine.target_eval_return=null",
+            f"engine.eval_episodes={episodes}", *(task.quick_overrides if quick else ())]
+    cfg = load_config(EXAMPLES / task.config, overrides=base)
+    every = max(1, round(steps / points / _steps_per_iteration(cfg)))
+    cfg = load_config(EXAMPLES / task.config,
+                      overrides=[*base, f"engine.eval_every={every}", f"logging.log_every={every}"])
+    env_group = build_env_group(cfg.env, seed=cfg.seed)
+    policy_group = build_policy_group(cfg.policy.type, cfg.policy, cfg.cluster)
+    buffer = build_data_buffer(cfg.buffer.type, cfg.buffer)
+    engine = build_engine(cfg, env_group, policy_group, buffer)
+    shutil.rmtree(run_dir, ignore_errors=True)  # a run directory of an earlier invocation
+    try:
+        engine.run(str(run_dir))
+    finally:
+        env_group.close()
+    curve: Curve = []
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        if isinstance(row.get("eval/episode_return_mean"), int | float):
+            curve.append((int(row["step"]), float(row["time/train_s"]), float(row["eval/episode_return_mean"])))
+    return curve, every * _steps_per_iteration(cfg)
+
+
+# -- report ------------------------------------------------------------------------------------------------
+def _mean_std(values: list[float]) -> str:
+    if not values:
+        return "-"
+    std = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{statistics.mean(values):.1f} ± {std:.1f}"
+
+
+def plot(name: str, task: Task, curves: dict[str, list[Curve]], out: Path) -> list[Path]:
+    """Two PNGs: eval return vs env steps and vs training wall time, mean over seeds, each seed faint."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    for axis, label in ((0, "env steps"), (1, "training wall time (s)")):
+        fig, ax = plt.subplots(figsize=(7, 4.2), dpi=100)
+        for i, (who, runs) in enumerate(curves.items()):
+            color = f"C{i}"
+            for run in runs:
+                ax.plot([p[axis] for p in run], [p[2] for p in run], color=color, alpha=0.3, linewidth=1)
+            n = min((len(r) for r in runs), default=0)
+            if n:
+                xs = [statistics.mean(r[k][axis] for r in runs) for k in range(n)]
+                ys = [statistics.mean(r[k][2] for r in runs) for k in range(n)]
+                ax.plot(xs, ys, color=color, linewidth=2, label=f"{who} ({len(runs)} seed{'s' * (len(runs) > 1)})")
+        ax.set_xlabel(label)
+        ax.set_ylabel("eval return (deterministic, unclipped)")
+        ax.set_title(f"{task.algo} {task.env_id}")
+        ax.grid(True, alpha=0.3)
+        ax.legend(loc="best")
+        fig.tight_layout()
+        path = out / f"{name}_{'steps' if axis == 0 else 'wall'}.png"
+        fig.savefig(path)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="short budgets: check the pipeline in minutes")
+    parser.add_argument("--only", nargs="+", choices=sorted(TASKS), help="run only these tasks")
+    parser.add_argument("--seeds", type=int, help="rlightning seeds per task (default: the task's)")
+    parser.add_argument("--ref-seeds", type=int, help="SB3 seeds per task (default: the task's)")
+    parser.add_argument("--steps", type=int, help="env steps per run (default: the task's budget)")
+    parser.add_argument("--points", type=int, default=10, help="evaluations per run (default 10)")
+    parser.add_argument("--episodes", type=int, default=10, help="episodes per evaluation (default 10)")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "suites",
+                        help="where curves and results.json go")
+    args = parser.parse_args()
+
+    import torch
+
+    torch.set_num_threads(1)
+    logging.getLogger("rlightning").setLevel(logging.WARNING)
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"standard suites{' (--quick)' if args.quick else ''}: load average {load} on {os.cpu_count()} CPUs, "
+          f"torch {torch.__version__} (1 thread)")
+    try:
+        import stable_baselines3
+    except ImportError:
+        print("  SKIPPED: stable-baselines3 is not installed (pip install 'stable-baselines3>=2.3')")
+        return
+    print(f"  stable-baselines3 {stable_baselines3.__version__}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {"quick": args.quick, "load_start": os.getloadavg(), "tasks": {}}
+    for name in args.only or list(TASKS):
+        task = TASKS[name]
+        missing = [m for m in task.requires if not _importable(m)]
+        if missing:
+            print(f"\n{name}: SKIPPED ({', '.join(missing)} missing: pip install 'rlightning-gymnasium[atari]' "
+                  f"'gymnasium[mujoco]')")
+            continue
+        steps = args.steps or (task.quick_steps if args.quick else task.steps)
+        points = 4 if args.quick else args.points
+        episodes = 2 if args.quick else args.episodes
+        seeds = args.seeds or (1 if args.quick else task.seeds)
+        ref_seeds = args.ref_seeds or (1 if args.quick else task.ref_seeds)
+        print(f"\n{name}: {task.algo} {task.env_id}, {steps:,} env steps, rlightning {seeds} seed(s), "
+              f"SB3 {ref_seeds} seed(s), {points} evaluations of {episodes} episodes", flush=True)
+        curves: dict[str, list[Curve]] = {"rlightning": [], "stable-baselines3": []}
+        every = steps // points
+        for seed in range(max(seeds, ref_seeds)):  # alternating, so load from other jobs hits both alike
+            if seed < seeds:
+                curve, every = run_rlightning(task, seed, steps, points, episodes, args.quick,
+                                              args.out / f"{name}_rlightning_seed{seed}")
+                curves["rlightning"].append(curve)
+                print(f"  rlightning seed {seed}: final {curve[-1][2]:.1f} after {curve[-1][0]:,} steps, "
+                      f"{curve[-1][1]:.1f} s (load {os.getloadavg()[0]:.2f})", flush=True)
+            if seed < ref_seeds:
+                curve = task.sb3(task, seed, steps, every, episodes, args.quick)
+                curves["stable-baselines3"].append(curve)
+                print(f"  SB3        seed {seed}: final {curve[-1][2]:.1f} after {curve[-1][0]:,} steps, "
+                      f"{curve[-1][1]:.1f} s (load {os.getloadavg()[0]:.2f})", flush=True)
+        finals = {who: [c[-1][2] for c in cs] for who, cs in curves.items()}
+        walls = {who: [c[-1][1] for c in cs] for who, cs in curves.items()}
+        ratio = statistics.mean(walls["rlightning"]) / statistics.mean(walls["stable-baselines3"])
+        print(f"  final return: rlightning {_mean_std(finals['rlightning'])}, SB3 "
+              f"{_mean_std(finals['stable-baselines3'])}; published: {task.published or '-'}")
+        print(f"  training wall: rlightning {statistics.mean(walls['rlightning']):.1f} s, SB3 "
+              f"{statistics.mean(walls['stable-baselines3']):.1f} s, ratio {ratio:.2f}")
+        pngs = plot(name, task, curves, args.out)
+        print(f"  curves: {', '.join(str(p) for p in pngs)}")
+        results["tasks"][name] = {"env": task.env_id, "algo": task.algo, "steps": steps, "curves": curves,
+                                  "final": finals, "train_s": walls, "wall_ratio": ratio,
+                                  "published": task.published}
+    results["load_end"] = os.getloadavg()
+    (args.out / "results.json").write_text(json.dumps(results, indent=1))
+    print(f"\nwrote {args.out / 'results.json'}")
+
+
+def _importable(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+if __name__ == "__main__":
+    sys.exit(main())
