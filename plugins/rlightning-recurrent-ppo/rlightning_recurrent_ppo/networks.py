@@ -6,6 +6,7 @@ The per-env core state travels as one flat float32 row ``[S]``: ``S = streams * 
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
@@ -105,23 +106,19 @@ class RecurrentActorCritic(nn.Module):
 
         ``starts[t]`` (``[L, B]`` bool) marks steps that begin an episode: the state is zeroed before them, as
         the env runner resets it. Returns policy outputs ``[L * B, A]`` and values ``[L * B]`` in ``(t, b)``
-        order. Without a reset inside the sequences, the core runs over them in one call.
+        order.
         """
         length, b = obs.shape[0], obs.shape[1]
         keep = (~starts).to(obs.dtype).unsqueeze(-1)  # [L, B, 1]
-        inner = bool(starts[1:].any()) if length > 1 else False
+        # the core runs over the stretches between the steps where some env starts an episode, one call each
+        cuts = [0, *(torch.nonzero(starts[1:].any(-1)).flatten() + 1).tolist(), length]
         feats = []
         for stream, parts in zip(self.streams, self._split(state), strict=True):
             x = stream.encoder(obs.reshape(length * b, -1)).reshape(length, b, -1)
-            if not inner:
-                parts = [p * keep[0] for p in parts]
-                out, _ = self._core(stream, x, parts)
-            else:
-                outs = []
-                for t in range(length):
-                    parts = [p * keep[t] for p in parts]
-                    o, parts = self._core(stream, x[t:t + 1], parts)
-                    outs.append(o)
-                out = torch.cat(outs)
-            feats.append(out.reshape(length * b, -1))
+            outs = []
+            for t0, t1 in itertools.pairwise(cuts):
+                parts = [p * keep[t0] for p in parts]
+                o, parts = self._core(stream, x[t0:t1], parts)
+                outs.append(o)
+            feats.append(torch.cat(outs).reshape(length * b, -1))
         return self._heads(feats)
