@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -136,3 +139,42 @@ def test_seq_len_must_divide_the_rollout():
     with pytest.raises(UserError, match=r"seq_len \(8\) must divide engine.params.rollout_steps \(12\)"):
         learner.learn(buffer)
     worker.close()
+
+
+def test_evaluation_carries_the_state_per_env_and_resets_it_at_episode_ends():
+    from rlightning_core import load_config
+    from rlightning_core.engine.evaluation import Evaluator
+
+    class Recording(RecurrentPPOPolicy):
+        """The real policy, remembering the states it was given and returned."""
+
+        calls: list = []
+
+        def act(self, obs, *, deterministic=False, state=None):
+            out = super().act(obs, deterministic=deterministic, state=state)
+            self.calls.append((state.copy(), out.state.copy()))
+            return out
+
+    example = Path(__file__).resolve().parents[3] / "examples" / "cartpole_masked_recurrent_ppo.yaml"
+    cfg = load_config(example)
+    worker = _worker(1)
+    policy = Recording(RecurrentPPOParams(hidden_size=8, seq_len=8, minibatch_size=16),
+                       observation_space=worker.observation_space, action_space=worker.action_space,
+                       role=PolicyRole.ROLLOUT, seed=1)
+    worker.close()
+    evaluator = Evaluator(cfg.env, policy, episodes=3, seed=0)
+    try:
+        metrics = evaluator.evaluate()
+    finally:
+        evaluator.close()
+    assert metrics["eval/episode_return_mean"] > 0
+    calls = policy.calls
+    assert len(calls) > 5 and not calls[0][0].any()  # zeros at the start
+    carried = reset = 0
+    for (_, given_out), (given_next, _) in itertools.pairwise(calls):
+        same = (given_next == given_out).all(-1)
+        zeroed = ~given_next.any(-1)
+        assert (same | zeroed).all()  # each env continues from its own state, or restarts from zeros
+        carried += int(same.sum())
+        reset += int((zeroed & ~same).sum())
+    assert carried > 0 and reset > 0
