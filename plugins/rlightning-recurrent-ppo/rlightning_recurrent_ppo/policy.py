@@ -30,24 +30,6 @@ from rlightning_recurrent_ppo.params import RecurrentPPOParams
 _STORED = ("obs", "actions", "log_prob", "value", "advantages", "returns")
 
 
-class _Deterministic(torch.nn.Module):
-    """``(obs, state) -> (deterministic env actions, next state)``, for ``rlightning export``."""
-
-    def __init__(self, net: RecurrentActorCritic, low: torch.Tensor | None, high: torch.Tensor | None) -> None:
-        super().__init__()
-        self.net = net
-        if not net.discrete:
-            self.register_buffer("low", low.clone())
-            self.register_buffer("high", high.clone())
-
-    def forward(self, obs: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Actions of a float32 batch and the next core state."""
-        out, _, new = self.net.step(obs.reshape(obs.shape[0], -1), state)
-        if self.net.discrete:
-            return out.argmax(-1), new
-        return torch.minimum(torch.maximum(out, self.low), self.high), new
-
-
 class RecurrentPPOPolicy(BasePolicy):
     """Recurrent actor-critic trained with PPO. Extras stored per step: ``log_prob``, ``value``, ``core_state``."""
 
@@ -130,8 +112,10 @@ class RecurrentPPOPolicy(BasePolicy):
             return self.net.value(self._obs(obs), self._state(state, len(obs))).float().cpu().numpy()
 
     def export_module(self) -> torch.nn.Module:
-        """``(obs, state) -> (actions, next state)``: the deterministic policy with its core state."""
-        return _Deterministic(self.net, getattr(self, "low", None), getattr(self, "high", None))
+        """Refused: the exported graph maps observations to actions, with no input for the core state."""
+        raise UserError("policy recurrent_ppo (rlightning-recurrent-ppo) cannot be exported: its actions depend on "
+                        "a per-env core state that the exported obs -> action graph has no input for; act from "
+                        "Python with act(obs, state=...) and PolicyOutput.state")
 
     # -- training --------------------------------------------------------------------------------------------
     def sequences(self, buffer: Any) -> dict[str, torch.Tensor]:

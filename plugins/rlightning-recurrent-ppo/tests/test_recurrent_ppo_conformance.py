@@ -32,3 +32,15 @@ def test_minibatch_not_a_multiple_of_seq_len_is_refused(conformance):
 
     with pytest.raises(ConformanceError, match=r"minibatch_size \(40\) must be a multiple of .*seq_len \(16\)"):
         conformance.check_policy("recurrent_ppo", {"minibatch_size": 40, "seq_len": 16})
+
+
+def test_export_is_refused_with_the_reason():
+    from rlightning_recurrent_ppo.params import RecurrentPPOParams
+    from rlightning_recurrent_ppo.policy import RecurrentPPOPolicy
+
+    from rlightning_core.errors import UserError
+
+    policy = RecurrentPPOPolicy(RecurrentPPOParams(), observation_space=spaces.Box(-1.0, 1.0, (2,), np.float32),
+                                action_space=spaces.Discrete(2))
+    with pytest.raises(UserError, match="cannot be exported: its actions depend on a per-env core state"):
+        policy.export_module()
