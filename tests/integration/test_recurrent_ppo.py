@@ -78,3 +78,14 @@ def test_ray_env_runners_keep_their_own_core_states(ray_cluster, tmp_path, build
     assert not np.array_equal(states[0], states[1])  # each actor holds its own envs' states
     for state, start in zip(states, starts, strict=True):
         np.testing.assert_array_equal(start, state)
+
+
+@pytest.mark.ray
+def test_the_inference_server_topology_refuses_a_recurrent_policy(ray_cluster, build_run):
+    from rlightning_core.errors import ConfigError
+
+    config = _config("cluster.mode=ray", "env.num_workers=2", "cluster.topology=inference_server",
+                     "cluster.num_inference_servers=1", "engine.total_steps=256")
+    with pytest.raises(ConfigError, match=r"cluster.topology: policy 'recurrent_ppo' is recurrent .* use the "
+                                          r"env_runner topology"):
+        build_run(config)
