@@ -63,6 +63,11 @@ class InferenceServerActor(CollectiveMember):
             policy_cfg.params, observation_space=observation_space, action_space=action_space,
             role=PolicyRole.ROLLOUT, device=resolve_device(policy_cfg.rollout_device, "policy.rollout_device"),
             seed=seed)
+        if self.policy.initial_state(1) is not None:
+            from rlightning_core.errors import ConfigError
+
+            raise ConfigError([f"policy.type: {policy_cfg.type!r} is recurrent (it keeps a state per env), which an "
+                               "inference server does not carry between requests; use the env_runner topology"])
         self.half_sizes = list(half_sizes)
         self.max_wait_s = max_wait_s
         self._pending: list[list[tuple[np.ndarray, Any]]] = [[], []]

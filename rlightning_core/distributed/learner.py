@@ -69,7 +69,7 @@ class LearnerActor(CollectiveMember):
 
     def extras_spec(self) -> dict[str, Any]:
         """What the rollout side must record for this policy."""
-        return dict(type(self.policy).extras_spec)
+        return dict(self.policy.extras_spec)
 
     def bind_buffer(self, buffer_type: str, buffer_params: Any, spec: Any) -> bool:
         """Allocate the buffer next to the learner; returns whether chunks must carry ``next_obs``."""

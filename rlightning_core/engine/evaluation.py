@@ -129,10 +129,13 @@ class Evaluator:
         returns: dict[int, float] = {}
         lengths: dict[int, int] = {}
         steps = 0
+        state = self.policy.initial_state(n)  # recurrent policies: per-env state, reset at episode ends
+        state0 = state
         while len(returns) < n:
             for p in self.preprocessors:
                 obs = p.obs(obs, update=False)
-            out = self.policy.act(obs, deterministic=True)
+            out = (self.policy.act(obs, deterministic=True) if state is None
+                   else self.policy.act(obs, deterministic=True, state=state))
             try:
                 step = worker.step(out.env_actions if out.env_actions is not None else out.actions)
             except PreprocessFnError:
@@ -149,6 +152,9 @@ class Evaluator:
                     if i not in finished_before:
                         self.frame_sink(i, frame)
             obs = step.obs
+            if state is not None:
+                ended = (step.terminated | step.truncated).reshape(n, *([1] * (out.state.ndim - 1)))
+                state = np.where(ended, state0, out.state)
             steps += 1
             if steps > self.max_steps:
                 raise RuntimeError(f"evaluation did not finish {n} episodes within {self.max_steps} steps")

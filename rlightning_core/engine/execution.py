@@ -162,7 +162,7 @@ class LocalExecution:
         learner = self.policy_group.learner
         return BufferSpec(observation_space=self.observation_space, action_space=self.action_space,
                           num_envs=self.env_group.total_envs, num_steps=rollout_steps,
-                          extras_spec=dict(type(learner).extras_spec), column_labels=column_labels(self.env_group),
+                          extras_spec=dict(learner.extras_spec), column_labels=column_labels(self.env_group),
                           device=getattr(learner, "device", "cpu"), seed=self.config.seed)
 
     @property

@@ -131,6 +131,8 @@ class EnvRunner:
         self.num_envs = int(worker.num_envs)
         self._has_value = type(policy).value is not BasePolicy.value
         self._obs: np.ndarray | None = None
+        #: A recurrent policy's state of this runner's envs (``BasePolicy.initial_state``); ``None``: stateless.
+        self._state: np.ndarray | None = None
         self.total_steps = 0
         self.rebuild: Rebuild | None = None
         self.budget: RestartBudget | None = None
@@ -217,6 +219,7 @@ class EnvRunner:
         self._ran = True
         self._non_finite("reset", obs)
         self._obs = self._pre_obs(obs, True)
+        self._state = self.policy.initial_state(self.num_envs)
 
     def reset(self, seed: int | None = None) -> None:
         """Reset the envs (seeded) and start a fresh sequence; a failing worker is recreated (if enabled)."""
@@ -251,6 +254,8 @@ class EnvRunner:
         obs = self._obs
         assert obs is not None
         n, policy, worker = self.num_envs, self.policy, self.worker
+        state = self._state  # recurrent policies: one row per env, carried across chunks
+        state0 = None if state is None else policy.initial_state(n)
         obs_buf = np.zeros((num_steps, *obs.shape), dtype=obs.dtype)
         act_buf = _space_array(worker.action_space, (num_steps, n))
         rew_buf = np.zeros((num_steps, n), dtype=np.float32)
@@ -266,7 +271,7 @@ class EnvRunner:
         env_s = inf_s = 0.0
         for t in range(num_steps):
             t0 = clock()
-            out = policy.act(obs)
+            out = policy.act(obs) if state is None else policy.act(obs, state=state)
             if self.policy_resp_fn is not None:
                 out = self.policy_resp_fn(out)
             t1 = clock()
@@ -307,7 +312,8 @@ class EnvRunner:
                     next_buf[t, done] = final[done]
                 if boot_buf is not None and step.truncated.any():
                     idx = np.flatnonzero(step.truncated)
-                    boot_buf[t, idx] = policy.value(final[idx])
+                    boot_buf[t, idx] = (policy.value(final[idx]) if state is None
+                                        else policy.value(final[idx], state=out.state[idx]))
             elif next_buf is not None:
                 next_buf[t] = next_obs
             if step.episodes:
@@ -315,15 +321,20 @@ class EnvRunner:
             for key, values in step.metrics.items():
                 stats.metrics.setdefault(key, []).extend(values)
             obs = next_obs
+            if state is not None:  # the next state; envs whose episode ended start again from the initial one
+                ended = (step.terminated | step.truncated).reshape(n, *([1] * (out.state.ndim - 1)))
+                state = np.where(ended, state0, out.state)
             inf_s += (t1 - t0) + (clock() - t2)
         self._obs = obs
+        self._state = state
         data = {"obs": obs_buf, "actions": act_buf, "rewards": rew_buf, "terminated": term_buf,
                 "truncated": trunc_buf, **extras}
         if boot_buf is not None:
             data["bootstrap_values"] = boot_buf
         if next_buf is not None:
             data["next_obs"] = next_buf
-        last_values = policy.value(obs) if self._has_value else None
+        last_values = (None if not self._has_value else policy.value(obs) if state is None
+                       else policy.value(obs, state=state))
         self.total_steps += num_steps * n
         stats.env_s, stats.inference_s, stats.steps = env_s, inf_s, num_steps * n
         stats.weight_version = policy.weight_version
@@ -333,8 +344,10 @@ class EnvRunner:
 
     # -- state (checkpoints) ---------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """The current observation and, when the worker supports it, the envs' own state."""
+        """The current observation, a recurrent policy's per-env state, and the envs' own state (if supported)."""
         state: dict[str, Any] = {"obs": None if self._obs is None else np.array(self._obs)}
+        if self._state is not None:
+            state["policy_state"] = np.array(self._state)
         get_state = getattr(self.worker, "state_dict", None)
         state["worker"] = get_state() if callable(get_state) else None
         return state
@@ -345,5 +358,9 @@ class EnvRunner:
         if state.get("worker") is not None and callable(load):
             load(state["worker"])
             self._obs = state["obs"]
+            if state.get("policy_state") is not None:  # else the recurrent state starts over (saved stateless)
+                self._state = np.array(state["policy_state"])
+            elif self._obs is not None:
+                self._state = self.policy.initial_state(self.num_envs)
             return True
         return False

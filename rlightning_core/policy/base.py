@@ -38,6 +38,9 @@ class PolicyOutput:
     env_actions: np.ndarray | None = None
     """What to send to the envs when it differs from ``actions`` (e.g. clipped to the action bounds while
     the unclipped sample is stored for the log-probability)."""
+    state: np.ndarray | None = None
+    """Recurrent policies: the per-env state after this step (``[B, ...]`` float32), which the caller passes back
+    as ``act(..., state=)`` on the next step; ``None`` for stateless policies."""
 
 
 class BasePolicy(ABC):
@@ -57,7 +60,8 @@ class BasePolicy(ABC):
 
     #: Buffer type this algorithm is written for; used when the config leaves ``buffer.type`` at its default.
     default_buffer: str = "rollout"
-    #: Extras (name -> (shape, numpy dtype)) that :meth:`act` returns and the buffer must store.
+    #: Extras (name -> (shape, numpy dtype)) that :meth:`act` returns and the buffer must store. Read from the
+    #: instance, so a policy whose extras' shapes depend on its params may set its own in ``__init__``.
     extras_spec: dict[str, tuple[tuple[int, ...], Any]] = {}
 
     def __init__(
@@ -86,6 +90,16 @@ class BasePolicy(ABC):
     @abstractmethod
     def act(self, obs: np.ndarray, *, deterministic: bool = False) -> PolicyOutput:
         """Choose actions for a batch of observations (numpy in, numpy out)."""
+
+    def initial_state(self, num_envs: int) -> np.ndarray | None:
+        """Recurrent policies: the state of ``num_envs`` envs at an episode start; ``None`` (the default): stateless.
+
+        When it is not ``None``, whoever steps envs with the policy (env runners, evaluation) keeps one state row
+        per env, calls ``act(obs, state=rows)`` and ``value(obs, state=rows)``, takes ``PolicyOutput.state`` as
+        the next rows, and puts back this initial row for every env whose episode ended (terminated or
+        truncated). The rows belong to the caller, so one rollout copy may serve several runners.
+        """
+        return None
 
     def export_module(self) -> Any:
         """A torch module mapping a float32 observation batch to the deterministic env actions.

@@ -126,7 +126,7 @@ def _check_act(s: Subject, policy: Any, obs: np.ndarray, act_space: Any, n: int)
             s.fail(f"act(obs): action {i} ({_short(sent[i])}) is outside the action space {act_space}",
                    "sample within the space, or return the clipped action in env_actions")
     s.ok(f"act(obs) returns actions shaped {shape} inside the action space")
-    spec = type(policy).extras_spec
+    spec = policy.extras_spec
     for key, (eshape, dtype) in spec.items():
         arr = out.extras.get(key)
         want = (n, *eshape)
@@ -252,7 +252,7 @@ def _check_learn(s: Subject, registry: Any, learner: Any, rollout: Any, env: Any
         bparams = attrs.evolve(bparams, capacity=min(bparams.capacity, n * steps * iterations))
     buffer = spec.build(bparams, spec=BufferSpec(observation_space=obs_space, action_space=act_space,
                                                  num_envs=n, num_steps=steps,
-                                                 extras_spec=dict(type(learner).extras_spec), seed=seed))
+                                                 extras_spec=dict(learner.extras_spec), seed=seed))
     runner = EnvRunner(env, rollout, needs_next_obs=buffer.needs_next_obs)
     runner.reset(seed=seed)
     before = learner.get_weights()
