@@ -23,7 +23,7 @@ from rlightning_core.distributed.deadlines import (
     name_runner,
 )
 from rlightning_core.distributed.env_group import RemoteEnvGroup
-from rlightning_core.distributed.inference_servers import InferenceServers
+from rlightning_core.distributed.inference_servers import InferenceServers, refuse_recurrent_policy
 from rlightning_core.distributed.learner_group import LearnerGroup
 from rlightning_core.distributed.placement import PlacementPlan
 from rlightning_core.distributed.plan import SyncPlan, needs_weights_size, weight_sync_plan
@@ -123,7 +123,8 @@ class RayExecution(StreamingCalls):
         self.observation_space = self.env_group.observation_space
         self.action_space = self.env_group.action_space
         if self.inference_server:
-            self._refuse_recurrent_policy()
+            refuse_recurrent_policy(self.plugins.registry, self.policy_cfg, self.observation_space,
+                                    self.action_space)
         self.startup["env_actors_s"] = clock() - t1
         t2 = clock()
         prebuild: list[Any] = []
@@ -475,24 +476,6 @@ class RayExecution(StreamingCalls):
     def reseed_runner(self, index: int, seed: int) -> None:
         """Reset one env runner with ``seed``."""
         self.env_group.actors[index].reset.remote(seed)
-
-    def _refuse_recurrent_policy(self) -> None:
-        """Inference servers batch observations without any per-env state: refuse a recurrent policy here.
-
-        A probe copy is built in the driver (before the learner and the servers start) to ask
-        ``initial_state``; only the ``inference_server`` topology pays for it.
-        """
-        from rlightning_core.errors import ConfigError
-        from rlightning_core.policy.base import PolicyRole
-
-        cfg = self.policy_cfg
-        probe = self.plugins.registry.resolve("policy", cfg.type).build(
-            cfg.params, observation_space=self.observation_space, action_space=self.action_space,
-            role=PolicyRole.ROLLOUT, device="cpu", seed=0)
-        if probe.initial_state(1) is not None:
-            raise ConfigError([f"cluster.topology: policy {cfg.type!r} is recurrent (it keeps a state per env), "
-                               "which an inference server does not carry between requests; use the env_runner "
-                               "topology"])
 
     def close(self) -> None:
         """Kill the actors; shut the cluster down if this run started it. A second call does nothing."""

@@ -29,7 +29,7 @@ import numpy as np
 from rlightning_core.distributed.collective_member import CollectiveMember
 from rlightning_core.distributed.collective_member import load_plugins as _load_plugins
 from rlightning_core.distributed.inference_routes import route
-from rlightning_core.policy.base import BasePolicy, PolicyOutput
+from rlightning_core.policy.base import BasePolicy, PolicyOutput, initial_state_of
 
 __all__ = ["InferenceServerActor", "RemotePolicy", "route"]
 
@@ -63,7 +63,7 @@ class InferenceServerActor(CollectiveMember):
             policy_cfg.params, observation_space=observation_space, action_space=action_space,
             role=PolicyRole.ROLLOUT, device=resolve_device(policy_cfg.rollout_device, "policy.rollout_device"),
             seed=seed)
-        if self.policy.initial_state(1) is not None:
+        if initial_state_of(self.policy, 1) is not None:
             from rlightning_core.errors import ConfigError
 
             raise ConfigError([f"policy.type: {policy_cfg.type!r} is recurrent (it keeps a state per env), which an "

@@ -9,7 +9,7 @@ from typing import Any
 from rlightning_core.distributed.ray_common import get
 from rlightning_core.env.seeding import derive_seed
 
-__all__ = ["InferenceServers"]
+__all__ = ["InferenceServers", "refuse_recurrent_policy"]
 
 log = logging.getLogger("rlightning")
 
@@ -100,3 +100,20 @@ class InferenceServers:
                 self.ray.kill(server, no_restart=True)
             except Exception:
                 pass
+
+
+def refuse_recurrent_policy(registry: Any, policy_cfg: Any, observation_space: Any, action_space: Any) -> None:
+    """Inference servers batch observations without any per-env state: refuse a recurrent policy up front.
+
+    A probe copy is built in the driver (before the learner and the servers start) to ask ``initial_state``,
+    so the user gets a config error rather than a failed actor.
+    """
+    from rlightning_core.errors import ConfigError
+    from rlightning_core.policy.base import PolicyRole, initial_state_of
+
+    probe = registry.resolve("policy", policy_cfg.type).build(
+        policy_cfg.params, observation_space=observation_space, action_space=action_space,
+        role=PolicyRole.ROLLOUT, device="cpu", seed=0)
+    if initial_state_of(probe, 1) is not None:
+        raise ConfigError([f"cluster.topology: policy {policy_cfg.type!r} is recurrent (it keeps a state per env), "
+                           "which an inference server does not carry between requests; use the env_runner topology"])

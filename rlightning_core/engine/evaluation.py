@@ -12,7 +12,7 @@ import numpy as np
 
 from rlightning_core.config.schema import EnvConfig
 from rlightning_core.errors import PreprocessFnError
-from rlightning_core.policy.base import BasePolicy
+from rlightning_core.policy.base import BasePolicy, initial_state_of
 from rlightning_core.preprocess.base import Preprocessor
 from rlightning_core.video import iter_env_frames
 
@@ -129,7 +129,7 @@ class Evaluator:
         returns: dict[int, float] = {}
         lengths: dict[int, int] = {}
         steps = 0
-        state = self.policy.initial_state(n)  # recurrent policies: per-env state, reset at episode ends
+        state = initial_state_of(self.policy, n)  # recurrent policies: per-env state, reset at episode ends
         state0 = state
         while len(returns) < n:
             for p in self.preprocessors:

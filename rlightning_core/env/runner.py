@@ -21,7 +21,7 @@ import numpy as np
 from rlightning_core.buffer.base import Chunk
 from rlightning_core.env.base import EnvWorker, EpisodeStats
 from rlightning_core.errors import PreprocessFnError, RestartsUsedUpError
-from rlightning_core.policy.base import BasePolicy
+from rlightning_core.policy.base import BasePolicy, initial_state_of
 from rlightning_core.preprocess.base import Preprocessor
 
 __all__ = ["EnvRunner", "EnvStepError", "RestartBudget", "RolloutStats"]
@@ -219,7 +219,7 @@ class EnvRunner:
         self._ran = True
         self._non_finite("reset", obs)
         self._obs = self._pre_obs(obs, True)
-        self._state = self.policy.initial_state(self.num_envs)
+        self._state = initial_state_of(self.policy, self.num_envs)
 
     def reset(self, seed: int | None = None) -> None:
         """Reset the envs (seeded) and start a fresh sequence; a failing worker is recreated (if enabled)."""
@@ -255,7 +255,7 @@ class EnvRunner:
         assert obs is not None
         n, policy, worker = self.num_envs, self.policy, self.worker
         state = self._state  # recurrent policies: one row per env, carried across chunks
-        state0 = None if state is None else policy.initial_state(n)
+        state0 = None if state is None else initial_state_of(policy, n)
         obs_buf = np.zeros((num_steps, *obs.shape), dtype=obs.dtype)
         act_buf = _space_array(worker.action_space, (num_steps, n))
         rew_buf = np.zeros((num_steps, n), dtype=np.float32)
@@ -361,6 +361,6 @@ class EnvRunner:
             if state.get("policy_state") is not None:  # else the recurrent state starts over (saved stateless)
                 self._state = np.array(state["policy_state"])
             elif self._obs is not None:
-                self._state = self.policy.initial_state(self.num_envs)
+                self._state = initial_state_of(self.policy, self.num_envs)
             return True
         return False

@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-__all__ = ["BasePolicy", "PolicyOutput", "PolicyRole"]
+__all__ = ["BasePolicy", "PolicyOutput", "PolicyRole", "initial_state_of"]
 
 
 class PolicyRole(enum.Enum):
@@ -211,3 +211,13 @@ class BasePolicy(ABC):
 
     def load_extra_state(self, state: dict[str, Any]) -> None:
         """Restore :meth:`extra_state`."""
+
+
+def initial_state_of(policy: Any, num_envs: int) -> np.ndarray | None:
+    """``policy.initial_state(num_envs)``, or ``None`` for an object that only has ``act``.
+
+    Env runners and evaluation accept any object with ``act`` (not only :class:`BasePolicy` subclasses), so
+    the recurrent state is asked for only where the policy defines it.
+    """
+    method = getattr(policy, "initial_state", None)
+    return None if method is None else method(num_envs)
