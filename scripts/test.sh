@@ -4,4 +4,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python -m pip install -q "torch==2.13.0"
 python -m pip install -q -e ".[dev,docs]" $(for p in plugins/*/; do printf -- '-e %s ' "$p"; done)
-python -m pytest tests plugins/*/tests -q "$@"
+python -m pytest tests plugins/*/tests -q --durations=15 "$@"

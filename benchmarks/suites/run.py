@@ -105,22 +105,47 @@ def _evaluate_vec(eval_env: Any, episodes: int) -> Callable[[Any], float]:
     return evaluate
 
 
-def sb3_atari_ppo(task: Task, seed: int, steps: int, every: int, episodes: int, quick: bool) -> Curve:
-    """rl-zoo's Atari PPO (8 envs, 128 steps, 4 epochs, minibatch 256, lr 2.5e-4 linear, clip 0.1) on
-    SB3's AtariWrapper + 4-frame stack; evaluated without life loss or reward clipping (the game score)."""
+def _atari_envs(task: Task, seed: int, n_envs: int) -> tuple[Any, Any]:
+    """SB3's AtariWrapper + 4-frame stack for training (life loss ends an episode, clipped rewards) and one
+    eval env without either (the game score)."""
     import ale_py
     import gymnasium
-    from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_atari_env
     from stable_baselines3.common.vec_env import VecFrameStack
 
     gymnasium.register_envs(ale_py)
-    env = VecFrameStack(make_atari_env(task.env_id, n_envs=8, seed=seed), n_stack=4)
+    env = VecFrameStack(make_atari_env(task.env_id, n_envs=n_envs, seed=seed), n_stack=4)
     eval_env = VecFrameStack(make_atari_env(task.env_id, n_envs=1, seed=seed + 10_000, wrapper_kwargs={
         "terminal_on_life_loss": False, "clip_reward": False}), n_stack=4)
+    return env, eval_env
+
+
+def sb3_atari_ppo(task: Task, seed: int, steps: int, every: int, episodes: int, quick: bool) -> Curve:
+    """rl-zoo's Atari PPO (8 envs, 128 steps, 4 epochs, minibatch 256, lr 2.5e-4 linear, clip 0.1)."""
+    from stable_baselines3 import PPO
+
+    env, eval_env = _atari_envs(task, seed, 8)
     model = PPO("CnnPolicy", env, n_steps=128, n_epochs=4, batch_size=256, learning_rate=lambda r: r * 2.5e-4,
                 clip_range=0.1, ent_coef=0.01, vf_coef=0.5, gamma=0.99, gae_lambda=0.95, max_grad_norm=0.5,
                 seed=seed, device="cpu", verbose=0)
+    try:
+        return _train_sb3(model, steps, _evaluate_vec(eval_env, episodes), every)
+    finally:
+        env.close()
+        eval_env.close()
+
+
+def sb3_atari_dqn(task: Task, seed: int, steps: int, every: int, episodes: int, quick: bool) -> Curve:
+    """rl-zoo's Atari DQN (examples/breakout_dqn.yaml): replay 100k, lr 1e-4, batch 32, 100k warm-up steps
+    (``--quick``: 1,000 and a 10k replay, as the rlightning side), target refresh every 1,000 env steps (SB3
+    counts env steps; 250 updates), one update per 4 transitions (4 envs, one gradient step per vector step), epsilon 1 -> 0.01 over 10%."""
+    from stable_baselines3 import DQN
+
+    env, eval_env = _atari_envs(task, seed, 4)
+    model = DQN("CnnPolicy", env, buffer_size=10_000 if quick else 100_000, learning_rate=1e-4, batch_size=32,
+                learning_starts=1_000 if quick else 100_000, target_update_interval=1000, train_freq=1,
+                gradient_steps=1, exploration_fraction=0.1, exploration_final_eps=0.01, gamma=0.99,
+                optimize_memory_usage=False, seed=seed, device="cpu", verbose=0)
     try:
         return _train_sb3(model, steps, _evaluate_vec(eval_env, episodes), every)
     finally:
@@ -179,6 +204,9 @@ CLEANRL = "CleanRL ppo_continuous_action, v4, 1M steps, 3 seeds, training episod
 TASKS: dict[str, Task] = {
     "breakout_ppo": Task("breakout_ppo.yaml", "BreakoutNoFrameskip-v4", "PPO", 1_000_000, 8_192, 2, 2,
                          sb3_atari_ppo, requires=("ale_py",)),
+    "breakout_dqn": Task("breakout_dqn.yaml", "BreakoutNoFrameskip-v4", "DQN", 10_000_000, 8_192, 1, 1,
+                         sb3_atari_dqn, requires=("ale_py",),
+                         quick_overrides=("policy.params.learning_starts=1000", "buffer.params.capacity=10000")),
     "hopper_ppo": Task("hopper_ppo.yaml", "Hopper-v5", "PPO", 1_000_000, 8_192, 3, 1, sb3_mujoco_ppo,
                        published=f"2382.9 ± 271.7 ({CLEANRL})", requires=("mujoco",)),
     "halfcheetah_ppo": Task("halfcheetah_ppo.yaml", "HalfCheetah-v5", "PPO", 1_000_000, 8_192, 3, 1,
