@@ -31,3 +31,13 @@ def test_ppo_cnn_on_flat_observations_is_refused_with_the_fix(conformance):
 
     with pytest.raises(ConformanceError, match=r"encoder: 'cnn' needs channels-first image"):
         conformance.check_policy("ppo", {"encoder": "cnn"})
+
+
+def test_ppo_conforms_on_every_action_space_it_supports(conformance):
+    from rlightning_ppo.spaces import SUPPORTED_ACTION_SPACES
+
+    report = conformance.check_policy_spaces("ppo", {"epochs": 2, "minibatch_size": 32},
+                                             action_spaces=SUPPORTED_ACTION_SPACES)
+    text = str(report)
+    assert "multi_discrete: export_module() gives the actions" in text
+    assert "tuple actions" in text and "refused with UnsupportedSpaceError" in text
