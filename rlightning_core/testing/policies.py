@@ -299,7 +299,10 @@ def check_policy_spaces(component: str | Callable[..., Any], params: Any = None,
     reports it without a traceback and exits with code 2).
 
     Args:
-        component, params, config, registry: as for :func:`check_policy`.
+        component: a registered policy name, or the factory (class) itself.
+        params: its params (a mapping, an instance, or ``None`` for the defaults).
+        config: the params class when ``component`` is a factory.
+        registry: the registry to resolve names against.
         action_spaces: the kinds supported, e.g. ``("discrete", "box")``.
         observation_space: single-env observation space (default ``Box(-1, 1, (4,))``).
         **kwargs: passed on to :func:`check_policy` (``num_envs``, ``rollout_steps``, ...).

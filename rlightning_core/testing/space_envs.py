@@ -164,7 +164,7 @@ class BoxTargetEnv(_TargetEnv):
 
 
 class TupleActionEnv(_TargetEnv):
-    """A ``Tuple(Discrete(2), Box(-1, 1, (1,)))`` action space, which no builtin policy supports (config-error tests)."""
+    """``Tuple(Discrete(2), Box(-1, 1, (1,)))`` actions, which no builtin policy supports (config-error tests)."""
 
     def __init__(self, episode_steps: int = 8) -> None:
         super().__init__(episode_steps)
