@@ -66,8 +66,7 @@ def action_spec(action_space: Any, plugin: str = "ppo") -> ActionSpec:
         return ActionSpec("bernoulli", int(action_space.shape[0]))
     if isinstance(action_space, spaces.Box) and len(action_space.shape) == 1:
         return ActionSpec("gaussian", int(action_space.shape[0]))
-    hint = ("flatten it first (gymnasium.wrappers.FlattenObservation does observations; for actions, "
-            "a wrapper that maps a MultiDiscrete or Box action to yours)")
+    hint = "wrap the env so that its actions are one of these, e.g. a Tuple of Discretes as a MultiDiscrete"
     raise unsupported_space(f"policy {plugin!r}", "action", action_space, _SUPPORTED, hint)
 
 
