@@ -51,7 +51,7 @@ def test_multidiscrete_log_prob_is_the_sum_over_dimensions_and_start_reaches_the
     out = policy.act(obs)
     assert out.actions.shape == (500, 2) and out.actions.dtype == np.int64
     assert out.actions[:, 0].max() <= 2 and out.actions[:, 1].max() <= 3 and out.actions.min() >= 0
-    np.testing.assert_array_equal(out.env_actions, out.actions + [0, 1])
+    np.testing.assert_array_equal(out.env_actions, out.actions + np.array([0, 1]))
     assert all(space.contains(a) for a in out.env_actions)
     logits, _ = policy.net(torch.from_numpy(obs))
     a, b = torch.log_softmax(logits[:, :3], -1), torch.log_softmax(logits[:, 3:], -1)
