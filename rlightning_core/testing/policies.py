@@ -367,7 +367,16 @@ def _check_export(s: Subject, component: Any, params: Any, config: Any, registry
     obs = SpaceEnv(obs_space, act_space, num_envs=4, seed=3).reset(seed=3)
     out = s.call("act(obs, deterministic=True)", policy.act, obs, deterministic=True)
     sent = out.env_actions if out.env_actions is not None else out.actions
-    module = s.call("export_module()", policy.export_module)
+    from rlightning_core.errors import UserError
+
+    try:
+        module = policy.export_module()
+    except UserError as exc:  # a clear refusal (e.g. a recurrent policy) is allowed
+        s.note(f"{kind}: export_module() refuses: {exc}")
+        return
+    except Exception as exc:
+        s.fail(f"{kind}: export_module() raised {type(exc).__name__}: {exc}",
+               "export the deterministic action graph, or refuse with a UserError that says why")
     with torch.no_grad():
         exported = module(torch.as_tensor(obs, dtype=torch.float32)).numpy()
     if exported.shape != sent.shape or not np.allclose(exported, sent, atol=1e-5):
