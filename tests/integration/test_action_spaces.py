@@ -75,3 +75,34 @@ engine: {{type: sync, params: {{rollout_steps: 8}}, total_steps: 16}}
     assert "Traceback" not in err and "invalid configuration" in err
     assert re.search(message, err), err
     assert "policy.type:" in err
+
+
+def test_export_of_a_multidiscrete_policy_acts_like_predict(tmp_path, monkeypatch):
+    """``rlightning export`` of PPO on MultiDiscrete([3, 4], start=[0, 1]): the TorchScript module gives the
+    start-shifted argmax actions ``predict`` gives, and the spec describes the space per dimension."""
+    import torch
+
+    from rlightning_cli.main import main
+    from rlightning_core import load_policy
+    from rlightning_core.testing.space_envs import MultiDiscreteMatchEnv
+
+    run_dir = tmp_path / "run"
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", str(ROOT / "examples" / "multidiscrete_ppo.yaml"), "logging.progress=false",
+              "engine.total_steps=512", "engine.eval_every=0", "engine.target_eval_return=null",
+              "--run-dir", str(run_dir)])
+    assert exit_info.value.code == 0
+    env = MultiDiscreteMatchEnv()
+    env.reset(seed=3)
+    obs = np.stack([env._new_target() for _ in range(64)])
+    expected, _ = load_policy(run_dir).predict(obs)
+    assert expected.shape == (64, 2) and expected[:, 1].min() >= 1  # start offsets applied
+    with pytest.raises(SystemExit) as exit_info:
+        main(["export", str(run_dir), "--format", "torchscript"])
+    assert exit_info.value.code == 0
+    scripted = torch.jit.load(str(run_dir / "export" / "policy.pt"))
+    with torch.no_grad():
+        np.testing.assert_array_equal(scripted(torch.from_numpy(obs)).numpy(), expected)
+    spec = json.loads((run_dir / "export" / "policy.json").read_text())["outputs"][0]
+    assert (spec["kind"], spec["nvec"], spec["low"], spec["high"]) == ("multi_discrete", [3, 4], [0, 1], [2, 4])
