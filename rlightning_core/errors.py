@@ -21,8 +21,10 @@ __all__ = [
     "RlightningError",
     "StorageError",
     "UnknownComponentError",
+    "UnsupportedSpaceError",
     "UserError",
     "describe_os_error",
+    "unsupported_space",
 ]
 
 
@@ -167,3 +169,29 @@ class RestartsUsedUpError(RlightningError):
 
 class PluginLoadError(RlightningError):
     """One or more plugins failed to load while ``RLIGHTNING_STRICT_PLUGINS=1`` asks that to be fatal."""
+
+
+class UnsupportedSpaceError(ConfigError, TypeError):
+    """A component that cannot work with the env's observation or action space: a config error (exit code 2).
+
+    Also a ``TypeError`` (the space is the wrong kind of value for the component), so code that caught the
+    ``TypeError`` plugins raised before this class existed still catches it. Build one with
+    :func:`unsupported_space`.
+    """
+
+
+def unsupported_space(component: str, role: str, space: object, supported: str,
+                      hint: str | None = None) -> UnsupportedSpaceError:
+    """The error a component raises for a space it does not support, naming the component, the space and the fix.
+
+    Args:
+        component: who refuses, as a config names it, e.g. ``"policy 'ppo'"``.
+        role: ``"observation"`` or ``"action"``.
+        space: the space refused.
+        supported: the spaces it does support, e.g. ``"Discrete, MultiDiscrete, MultiBinary and 1-D Box"``.
+        hint: what to do instead (another component, a wrapper), or ``None``.
+    """
+    key = "policy.type" if component.startswith("policy") else "env"
+    text = (f"{key}: {component} does not support the {role} space {space} of the env; it supports "
+            f"{supported} {role} spaces")
+    return UnsupportedSpaceError([f"{text} ({hint})" if hint else text])

@@ -97,7 +97,15 @@ def _spec(loaded: Any, fmt: str, file: Path, obs_dtype: Any, action: Any) -> dic
     """The input/output description written beside the model."""
     space = loaded.action_space
     out: dict[str, Any] = {"shape": ["batch", *action.shape[1:]], "dtype": str(action.numpy().dtype)}
-    if hasattr(space, "n"):
+    from gymnasium import spaces
+
+    if isinstance(space, spaces.MultiDiscrete):  # per dimension: indices start .. start + nvec - 1
+        start = np.asarray(space.start)
+        out.update(kind="multi_discrete", nvec=space.nvec.tolist(), low=start.tolist(),
+                   high=(start + space.nvec - 1).tolist())
+    elif isinstance(space, spaces.MultiBinary):
+        out.update(kind="multi_binary", n=int(np.prod(space.shape)), low=0, high=1)
+    elif hasattr(space, "n"):
         start = int(getattr(space, "start", 0))
         out.update(kind="discrete", n=int(space.n), low=start, high=start + int(space.n) - 1)
     else:

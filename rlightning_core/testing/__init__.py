@@ -21,7 +21,7 @@ from rlightning_core.testing.engines import check_engine
 from rlightning_core.testing.envs import check_env
 from rlightning_core.testing.execution import check_execution
 from rlightning_core.testing.loggers import check_logger
-from rlightning_core.testing.policies import check_policy
+from rlightning_core.testing.policies import check_policy, check_policy_spaces
 from rlightning_core.testing.preprocessors import check_preprocessor
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "check_execution",
     "check_logger",
     "check_policy",
+    "check_policy_spaces",
     "check_preprocessor",
     "make_chunk",
 ]

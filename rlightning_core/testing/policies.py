@@ -17,7 +17,7 @@ from rlightning_core.testing._common import (
     trees_equal,
 )
 
-__all__ = ["check_policy"]
+__all__ = ["check_policy", "check_policy_spaces"]
 
 
 def check_policy(component: str | Callable[..., Any], params: Any = None, *, config: type | None = None,
@@ -283,3 +283,103 @@ def _check_learn(s: Subject, registry: Any, learner: Any, rollout: Any, env: Any
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def check_policy_spaces(component: str | Callable[..., Any], params: Any = None, *, action_spaces: Any,
+                        config: type | None = None, registry: Any = None, observation_space: Any = None,
+                        **kwargs: Any) -> ConformanceReport:
+    """Check a policy on every action space it declares it supports, and its refusal of the others.
+
+    ``action_spaces`` names the kinds the policy supports, out of those of
+    :func:`~rlightning_core.testing.space_envs.standard_action_spaces` (``discrete``, ``multi_discrete``,
+    ``multi_binary``, ``box``, ``tuple``). For each declared kind :func:`check_policy` runs with that space, and,
+    when the policy provides ``export_module()``, the exported module must give the actions that
+    ``act(obs, deterministic=True)`` sends to the envs. Each kind not declared must be refused when the policy is
+    built, with :class:`~rlightning_core.errors.UnsupportedSpaceError` (a config error: ``rlightning train``
+    reports it without a traceback and exits with code 2).
+
+    Args:
+        component: a registered policy name, or the factory (class) itself.
+        params: its params (a mapping, an instance, or ``None`` for the defaults).
+        config: the params class when ``component`` is a factory.
+        registry: the registry to resolve names against.
+        action_spaces: the kinds supported, e.g. ``("discrete", "box")``.
+        observation_space: single-env observation space (default ``Box(-1, 1, (4,))``).
+        **kwargs: passed on to :func:`check_policy` (``num_envs``, ``rollout_steps``, ...).
+
+    Raises:
+        ConformanceError: the first broken rule, with the fix.
+    """
+    from rlightning_core.errors import UnsupportedSpaceError
+    from rlightning_core.policy.base import PolicyRole
+    from rlightning_core.testing.doubles import default_spaces
+    from rlightning_core.testing.space_envs import standard_action_spaces
+
+    if registry is None:
+        from rlightning_core.plugins import get_plugins
+
+        registry = get_plugins().registry
+    standard = standard_action_spaces()
+    declared = [action_spaces] if isinstance(action_spaces, str) else list(action_spaces)
+    unknown = sorted(set(declared) - set(standard))
+    if unknown:
+        raise ValueError(f"check_policy_spaces: unknown action space kinds {unknown}; kinds are {', '.join(standard)}")
+    s = resolve_subject("policy", component, params, config=config, registry=registry)
+    obs_space = observation_space if observation_space is not None else default_spaces()[0]
+    for kind, space in standard.items():
+        if kind in declared:
+            report = check_policy(component, params, config=config, registry=registry, observation_space=obs_space,
+                                  action_space=space, **kwargs)
+            s.ok(f"{kind} actions ({space}): {len(report.passed)} checks passed")
+            _check_export(s, component, params, config, registry, obs_space, space, kind)
+            continue
+        args = (s.params,) if s.takes_params else ()
+        try:
+            s.factory(*args, observation_space=obs_space, action_space=space, role=PolicyRole.LEARNER,
+                      device="cpu", seed=0)
+        except UnsupportedSpaceError:
+            s.ok(f"{kind} actions ({space}), not declared, are refused with UnsupportedSpaceError")
+            continue
+        except Exception as exc:
+            s.fail(f"building it with the undeclared {kind} action space {space} raised {type(exc).__name__}: {exc}",
+                   "raise rlightning_core.errors.unsupported_space(...) for spaces the policy does not support, "
+                   f"or declare {kind!r} in action_spaces if it does")
+        s.fail(f"it builds with the {kind} action space {space}, which action_spaces does not declare",
+               f"declare {kind!r} in action_spaces, or refuse the space with "
+               "rlightning_core.errors.unsupported_space(...)")
+    return s.report
+
+
+def _check_export(s: Subject, component: Any, params: Any, config: Any, registry: Any, obs_space: Any,
+                  act_space: Any, kind: str) -> None:
+    """The exported module acts as ``act(obs, deterministic=True)`` does (when the policy can be exported)."""
+    import torch
+
+    from rlightning_core.policy.base import BasePolicy, PolicyRole
+    from rlightning_core.testing.doubles import SpaceEnv
+
+    sub = resolve_subject("policy", component, params, config=config, registry=registry)
+    policy = sub.build("the factory (role=ROLLOUT)", observation_space=obs_space, action_space=act_space,
+                       role=PolicyRole.ROLLOUT, device="cpu", seed=3)
+    if type(policy).export_module is BasePolicy.export_module:
+        s.note(f"{kind}: no export_module(); the exported actions are not checked")
+        return
+    obs = SpaceEnv(obs_space, act_space, num_envs=4, seed=3).reset(seed=3)
+    out = s.call("act(obs, deterministic=True)", policy.act, obs, deterministic=True)
+    sent = out.env_actions if out.env_actions is not None else out.actions
+    from rlightning_core.errors import UserError
+
+    try:
+        module = policy.export_module()
+    except UserError as exc:  # a clear refusal (e.g. a recurrent policy) is allowed
+        s.note(f"{kind}: export_module() refuses: {exc}")
+        return
+    except Exception as exc:
+        s.fail(f"{kind}: export_module() raised {type(exc).__name__}: {exc}",
+               "export the deterministic action graph, or refuse with a UserError that says why")
+    with torch.no_grad():
+        exported = module(torch.as_tensor(obs, dtype=torch.float32)).numpy()
+    if exported.shape != sent.shape or not np.allclose(exported, sent, atol=1e-5):
+        s.fail(f"{kind}: export_module() gives {_short(exported)}, act(obs, deterministic=True) sends "
+               f"{_short(sent)}", "export the mode the env gets (start offsets and clipping included)")
+    s.ok(f"{kind}: export_module() gives the actions act(obs, deterministic=True) sends")

@@ -42,6 +42,12 @@ class Conformance:
 
         return check_policy(component, params, registry=self.registry, **kwargs)
 
+    def check_policy_spaces(self, component: Any, params: Any = None, **kwargs: Any) -> Any:
+        """:func:`rlightning_core.testing.check_policy_spaces` against this registry."""
+        from rlightning_core.testing import check_policy_spaces
+
+        return check_policy_spaces(component, params, registry=self.registry, **kwargs)
+
     def check_buffer(self, component: Any, params: Any = None, **kwargs: Any) -> Any:
         """:func:`rlightning_core.testing.check_buffer` against this registry."""
         from rlightning_core.testing import check_buffer

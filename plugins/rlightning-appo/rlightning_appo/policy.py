@@ -41,6 +41,8 @@ _FIELDS = ("obs", "actions", "log_prob", "value", "rewards", "terminated", "trun
 class APPOPolicy(PPOPolicy):
     """PPO's actor-critic with a V-trace learner. Extras stored per step: ``log_prob`` (behaviour) and ``value``."""
 
+    _plugin_name = "appo"
+
     def _targets(self, buffer: Any) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
         """Steps 1-2: the rollout flattened to ``[T*N, ...]`` with ``advantages``, ``returns`` (vs), ``target_lp``."""
         p = self.params

@@ -19,3 +19,9 @@ def test_appo_conforms(conformance, obs_space, act_space, params):
 
 def test_appo_with_the_cnn_conforms_on_images(conformance):
     conformance.check_policy("appo", {"minibatch_size": 32, "cnn_features": 64}, image=True)
+
+
+def test_appo_conforms_on_every_action_space_of_ppo(conformance):
+    from rlightning_ppo.spaces import SUPPORTED_ACTION_SPACES
+
+    conformance.check_policy_spaces("appo", {"minibatch_size": 32}, action_spaces=SUPPORTED_ACTION_SPACES)

@@ -83,11 +83,14 @@ def epsilon_at(progress: float, params: DQNParams) -> float:
 def _space_info(observation_space: Any, action_space: Any) -> tuple[int, int, int]:
     from gymnasium import spaces
 
+    from rlightning_core.errors import unsupported_space
+
     if not isinstance(observation_space, spaces.Box):
-        raise TypeError(f"dqn needs a Box observation space (vectors, or (C, H, W) uint8 images), got "
-                        f"{observation_space}")
+        raise unsupported_space("policy 'dqn'", "observation", observation_space,
+                                "Box (vectors, or (C, H, W) uint8 images)")
     if not isinstance(action_space, spaces.Discrete):
-        raise TypeError(f"dqn needs a Discrete action space, got {action_space}; for continuous actions use sac")
+        raise unsupported_space("policy 'dqn'", "action", action_space, "Discrete",
+                                "for continuous actions use sac, for MultiDiscrete / MultiBinary ppo")
     return int(np.prod(observation_space.shape)), int(action_space.n), int(action_space.start)
 
 

@@ -33,3 +33,7 @@ def test_dqn_with_the_cnn_conforms_on_images(conformance):
 
 def test_dqn_mlp_encoder_can_be_forced_on_images(conformance):
     conformance.check_policy("dqn", {**SMALL, "encoder": "mlp"}, image=True, learn_iterations=2)
+
+
+def test_dqn_conforms_on_discrete_actions_and_refuses_the_others(conformance):
+    conformance.check_policy_spaces("dqn", SMALL, action_spaces=["discrete"], learn_iterations=2)

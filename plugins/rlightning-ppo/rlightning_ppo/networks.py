@@ -160,3 +160,32 @@ def gaussian_log_prob(actions: torch.Tensor, mean: torch.Tensor, log_std: torch.
 def gaussian_entropy(log_std: torch.Tensor) -> torch.Tensor:
     """Entropy of a diagonal Gaussian (independent of the mean)."""
     return (0.5 + _LOG_SQRT_2PI + log_std).sum(-1)
+
+
+def multi_categorical_log_prob(logits: torch.Tensor, actions: torch.Tensor, nvec: tuple[int, ...]
+                               ) -> tuple[torch.Tensor, Callable[[], torch.Tensor]]:
+    """Factorised categorical over ``len(nvec)`` dimensions: ``logits`` ``[B, sum(nvec)]``, ``actions`` ``[B, k]``.
+
+    Returns the log-probabilities summed over dimensions and a function giving the mean (over the batch) of the
+    entropy summed over dimensions. Equal ``nvec`` entries take one ``log_softmax`` over a ``[B, k, n]`` view.
+    """
+    idx = actions.long()
+    if len(set(nvec)) == 1:
+        logp_all = torch.log_softmax(logits.reshape(logits.shape[0], len(nvec), nvec[0]), -1)
+        logp = logp_all.gather(-1, idx.unsqueeze(-1)).squeeze(-1).sum(-1)
+        return logp, lambda: -(logp_all.exp() * logp_all).sum((-2, -1)).mean()
+    parts = [torch.log_softmax(x, -1) for x in logits.split(list(nvec), -1)]
+    logp = torch.stack([p.gather(-1, idx[:, i : i + 1]).squeeze(-1) for i, p in enumerate(parts)], -1).sum(-1)
+    return logp, lambda: torch.stack([-(p.exp() * p).sum(-1) for p in parts], -1).sum(-1).mean()
+
+
+def bernoulli_log_prob(logits: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, Callable[[], torch.Tensor]]:
+    """Independent Bernoulli bits with ``P(bit = 1) = sigmoid(logit)``: ``logits`` and ``actions`` ``[B, n]``.
+
+    Returns the log-probabilities summed over bits and a function giving the mean entropy (summed over bits).
+    """
+    log_p1 = nn.functional.logsigmoid(logits)  # log sigmoid(x)
+    log_p0 = nn.functional.logsigmoid(-logits)  # log (1 - sigmoid(x)), stable for large |x|
+    bits = actions.to(logits.dtype)
+    logp = (bits * log_p1 + (1 - bits) * log_p0).sum(-1)
+    return logp, lambda: -(log_p1.exp() * log_p1 + log_p0.exp() * log_p0).sum(-1).mean()

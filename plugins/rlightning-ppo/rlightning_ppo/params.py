@@ -9,7 +9,13 @@ from rlightning_core.config.validators import ge, gt, in_range, one_of
 
 @define(frozen=True, kw_only=True)
 class PPOParams:
-    """Options of the ``ppo`` policy."""
+    """Options of the ``ppo`` policy.
+
+    Action spaces: ``Discrete`` (categorical), ``MultiDiscrete`` (one categorical per dimension, log-probs
+    summed), ``MultiBinary`` (independent Bernoulli bits) and 1-D ``Box``: a diagonal Gaussian, not squashed; the
+    buffer stores the raw sample (its log-prob is exact) and the env gets it clipped to ``[low, high]``, so keep the
+    bounds well outside the policy's spread (``log_std_init``) or normalize the env's actions to ``[-1, 1]``.
+    """
 
     encoder: str = field(default="auto", validator=one_of("auto", "mlp", "cnn"))
     """Observation encoder: ``auto`` takes the Nature-DQN CNN for channels-first ``uint8`` image spaces
@@ -54,6 +60,7 @@ class PPOParams:
     normalize_advantages: bool = True
     """Normalize advantages per minibatch."""
     log_std_init: float = 0.0
-    """Initial log standard deviation of the Gaussian policy (continuous actions)."""
+    """Initial log standard deviation of the Gaussian policy (Box actions; samples beyond the box's bounds reach
+    the env clipped to them)."""
     ortho_init: bool = True
     """Orthogonal initialization (gain sqrt(2) hidden, 0.01 policy head, 1 value head)."""

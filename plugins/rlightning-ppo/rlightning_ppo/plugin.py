@@ -21,4 +21,5 @@ def make_ppo(params: PPOParams, **kwargs: Any) -> Any:
 def register_policies(register: Any) -> None:
     """Register ``ppo``."""
     register("ppo", make_ppo, config=PPOParams,
-             description="Proximal Policy Optimization (clipped surrogate, GAE); discrete or continuous actions.")
+             description="Proximal Policy Optimization (clipped surrogate, GAE); Discrete, MultiDiscrete, "
+                         "MultiBinary or Box actions.")

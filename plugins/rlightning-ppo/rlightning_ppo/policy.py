@@ -17,9 +17,16 @@ from rlightning_core.buffer.storage import as_tensor
 from rlightning_core.policy.base import BasePolicy, PolicyOutput, PolicyRole
 from rlightning_core.policy.encoders import encoder_kind
 from rlightning_core.policy.numerics import guard_of
-from rlightning_ppo.networks import ActorCritic, CNNActorCritic, gaussian_entropy, gaussian_log_prob
+from rlightning_ppo.networks import (
+    ActorCritic,
+    CNNActorCritic,
+    bernoulli_log_prob,
+    gaussian_entropy,
+    gaussian_log_prob,
+    multi_categorical_log_prob,
+)
 from rlightning_ppo.params import PPOParams
-from rlightning_ppo.spaces import space_info
+from rlightning_ppo.spaces import ActionSpec, action_spec, check_observation_space
 
 
 def _adam(parameters: Any, params: PPOParams) -> torch.optim.Optimizer:
@@ -64,22 +71,32 @@ class _AdvantageNorm:
 
 
 class _Deterministic(torch.nn.Module):
-    """Observations -> deterministic env actions: the logits' argmax, or the mean clipped to the action box."""
+    """Observations -> deterministic env actions: the mode of the action distribution, as ``act`` sends it.
 
-    def __init__(self, net: ActorCritic | CNNActorCritic, discrete: bool, low: torch.Tensor | None,
+    Categorical kinds: the argmax per dimension plus the space's ``start``; MultiBinary: the bits whose logit is
+    positive (probability above 1/2); Box: the mean clipped to the action box.
+    """
+
+    def __init__(self, net: ActorCritic | CNNActorCritic, spec: ActionSpec, low: torch.Tensor | None,
                  high: torch.Tensor | None) -> None:
         super().__init__()
-        self.net, self.discrete = net, discrete
+        self.net, self.kind, self.nvec = net, spec.kind, list(spec.nvec)
         self.flatten = not isinstance(net, CNNActorCritic)
-        if not discrete:
+        if spec.start:
+            self.register_buffer("start", torch.tensor(spec.start, dtype=torch.int64))
+        if spec.kind == "gaussian":
             self.register_buffer("low", low.clone())
             self.register_buffer("high", high.clone())
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """Actions of a float32 batch (images in pixel units, [0, 255])."""
         out, _ = self.net(obs.reshape(obs.shape[0], -1) if self.flatten else obs)
-        if self.discrete:
-            return out.argmax(-1)
+        if self.kind == "categorical":
+            return out.argmax(-1) + self.start[0]
+        if self.kind == "multi_categorical":
+            return torch.stack([x.argmax(-1) for x in out.split(self.nvec, -1)], -1) + self.start
+        if self.kind == "bernoulli":
+            return (out > 0).long()
         return torch.minimum(torch.maximum(out, self.low), self.high)
 
 
@@ -88,12 +105,18 @@ class PPOPolicy(BasePolicy):
 
     default_buffer = "rollout"
     extras_spec = {"log_prob": ((), np.float32), "value": ((), np.float32)}
+    #: The name space errors give (subclasses registered under another name override it).
+    _plugin_name = "ppo"
 
     def __init__(self, params: PPOParams, *, observation_space: Any, action_space: Any,
                  role: PolicyRole = PolicyRole.LEARNER, device: str = "cpu", seed: int = 0) -> None:
         super().__init__(params, observation_space=observation_space, action_space=action_space, role=role,
                          device=device, seed=seed)
-        obs_dim, act_dim, self.discrete = space_info(observation_space, action_space)
+        self.action_spec = action_spec(action_space, self._plugin_name)
+        obs_dim, act_dim, self.discrete = (check_observation_space(observation_space, self._plugin_name),
+                                           self.action_spec.out_dim, self.action_spec.discrete)
+        #: Discrete / MultiDiscrete ``start``, added to the sampled indices for the env (None: all zero).
+        self._start = np.asarray(self.action_spec.start, np.int64) if any(self.action_spec.start) else None
         self.obs_shape = tuple(observation_space.shape)
         #: Images: observations keep their dtype (uint8) up to the CNN, which scales them on the device.
         self.image = encoder_kind(observation_space, params.encoder) == "cnn"
@@ -137,7 +160,7 @@ class PPOPolicy(BasePolicy):
                 out, value = out.float().cpu(), value.float().cpu()
                 log_std = None if log_std is None else log_std.float().cpu()
             if self.discrete:
-                return self._act_categorical(out, value, deterministic)
+                return self._act_discrete(out, value, deterministic)
             if deterministic:
                 actions = out
             else:
@@ -148,15 +171,41 @@ class PPOPolicy(BasePolicy):
             return PolicyOutput(actions=actions.numpy(), extras={"log_prob": logp.numpy(), "value": value.numpy()},
                                 env_actions=env_actions)
 
-    def _act_categorical(self, logits: torch.Tensor, value: torch.Tensor, deterministic: bool) -> PolicyOutput:
-        """Sample a small batch of categorical actions in numpy (CPU).
+    def _act_discrete(self, logits: torch.Tensor, value: torch.Tensor, deterministic: bool) -> PolicyOutput:
+        """Sample categorical, factorised categorical or Bernoulli actions (CPU).
 
-        The inverse-CDF draw takes one uniform per row from the policy's torch generator, so runs stay
+        The buffer gets the indices (``0 .. n - 1``) and the env ``start + index`` where the space has a start.
+        """
+        kind = self.action_spec.kind
+        if kind == "bernoulli":
+            actions, logp = self._sample_bernoulli(logits, deterministic)
+        elif kind == "categorical":
+            actions, logp = self._sample_categorical(logits.numpy(), deterministic)
+        else:
+            z = logits.numpy()
+            nvec = self.action_spec.nvec
+            u = None if deterministic else torch.rand((z.shape[0], len(nvec)), generator=self.generator).numpy()
+            bounds = np.cumsum((0, *nvec))
+            cols, logps = [], []
+            for d in range(len(nvec)):
+                a, lp = self._sample_categorical(z[:, bounds[d] : bounds[d + 1]], deterministic,
+                                                 None if u is None else u[:, d : d + 1])
+                cols.append(a)
+                logps.append(lp)
+            actions, logp = np.stack(cols, -1), np.sum(logps, 0)
+        env_actions = None if self._start is None else actions + (self._start if actions.ndim > 1 else self._start[0])
+        return PolicyOutput(actions=actions, extras={"log_prob": logp.astype(np.float32, copy=False),
+                                                     "value": value.numpy()}, env_actions=env_actions)
+
+    def _sample_categorical(self, z: np.ndarray, deterministic: bool, u: np.ndarray | None = None
+                            ) -> tuple[np.ndarray, np.ndarray]:
+        """Indices and log-probabilities of a small batch of categorical draws from logits ``z`` ``[B, n]``.
+
+        The inverse-CDF draw takes one uniform per row from the policy's torch generator (or ``u``), so runs stay
         reproducible from the seed and checkpoints keep one generator. For the batches of rollouts (a few envs)
         this costs ~15 us against ~65 us for ``log_softmax`` + ``multinomial`` + ``gather`` in torch, whose
         per-op overhead dominates at this size; the log-probabilities equal torch's to float32 rounding.
         """
-        z = logits.numpy()
         z = z - z.max(-1, keepdims=True)
         cdf = np.exp(z).cumsum(-1)
         total = cdf[:, -1:]  # the sum as the CDF computes it, so the last bin always catches u * total
@@ -164,15 +213,23 @@ class PPOPolicy(BasePolicy):
         if deterministic:
             actions = z.argmax(-1)
         else:
-            u = torch.rand((z.shape[0], 1), generator=self.generator).numpy() * total
-            actions = (cdf > u).argmax(-1)
-        logp = logp_all[np.arange(len(actions)), actions]
-        return PolicyOutput(actions=actions.astype(np.int64, copy=False),
-                            extras={"log_prob": logp.astype(np.float32, copy=False), "value": value.numpy()})
+            if u is None:
+                u = torch.rand((z.shape[0], 1), generator=self.generator).numpy()
+            actions = (cdf > u * total).argmax(-1)
+        return actions.astype(np.int64, copy=False), logp_all[np.arange(len(actions)), actions]
+
+    def _sample_bernoulli(self, logits: torch.Tensor, deterministic: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Bits (``P(1) = sigmoid(logit)``; deterministic: logit > 0) and their summed log-probabilities."""
+        if deterministic:
+            bits = logits > 0
+        else:
+            bits = torch.rand(logits.shape, generator=self.generator) < torch.sigmoid(logits)
+        logp, _ = bernoulli_log_prob(logits, bits)
+        return bits.numpy().astype(np.int64), logp.numpy()
 
     def export_module(self) -> torch.nn.Module:
         """What ``act(obs, deterministic=True)`` sends to the envs, as a module (for ``rlightning export``)."""
-        return _Deterministic(self.net, self.discrete, getattr(self, "low", None), getattr(self, "high", None))
+        return _Deterministic(self.net, self.action_spec, getattr(self, "low", None), getattr(self, "high", None))
 
     def value(self, obs: np.ndarray) -> np.ndarray:
         """State values, for bootstrapping truncated episodes and the end of a rollout."""
@@ -185,7 +242,14 @@ class PPOPolicy(BasePolicy):
         """Log-probs of ``actions``, a function giving the mean entropy, and values."""
         # the MLP takes float32 (a no-op for float32 storage; uint8 images under encoder: mlp are cast here)
         out, value = self.net(obs if self.image else obs.reshape(obs.shape[0], -1).float())
-        if self.discrete:
+        kind = self.action_spec.kind
+        if kind == "multi_categorical":
+            logp, entropy_fn = multi_categorical_log_prob(out, actions, self.action_spec.nvec)
+            return logp, entropy_fn, value
+        if kind == "bernoulli":
+            logp, entropy_fn = bernoulli_log_prob(out, actions)
+            return logp, entropy_fn, value
+        if kind == "categorical":
             logp_all = torch.log_softmax(out, -1)
             logp = logp_all.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
             return logp, lambda: -(logp_all.exp() * logp_all).sum(-1).mean(), value

@@ -31,3 +31,22 @@ def test_ppo_cnn_on_flat_observations_is_refused_with_the_fix(conformance):
 
     with pytest.raises(ConformanceError, match=r"encoder: 'cnn' needs channels-first image"):
         conformance.check_policy("ppo", {"encoder": "cnn"})
+
+
+def test_ppo_conforms_on_every_action_space_it_supports(conformance):
+    from rlightning_ppo.spaces import SUPPORTED_ACTION_SPACES
+
+    report = conformance.check_policy_spaces("ppo", {"epochs": 2, "minibatch_size": 32},
+                                             action_spaces=SUPPORTED_ACTION_SPACES)
+    text = str(report)
+    assert "multi_discrete: export_module() gives the actions" in text
+    assert "tuple actions" in text and "refused with UnsupportedSpaceError" in text
+
+
+def test_the_kit_fails_a_policy_that_builds_with_an_undeclared_space(conformance):
+    from rlightning_core.testing import ConformanceError
+
+    with pytest.raises(ConformanceError, match=r"builds with the multi_discrete action space .* does not declare"):
+        conformance.check_policy_spaces("ppo", {"epochs": 1, "minibatch_size": 32}, action_spaces=["discrete"])
+    with pytest.raises(ValueError, match="unknown action space kinds"):
+        conformance.check_policy_spaces("ppo", action_spaces=["continuous"])

@@ -39,7 +39,7 @@ class RecurrentPPOPolicy(BasePolicy):
                  role: PolicyRole = PolicyRole.LEARNER, device: str = "cpu", seed: int = 0) -> None:
         super().__init__(params, observation_space=observation_space, action_space=action_space, role=role,
                          device=device, seed=seed)
-        obs_dim, act_dim, self.discrete = space_info(observation_space, action_space)
+        obs_dim, act_dim, self.discrete = space_info(observation_space, action_space, "recurrent_ppo")
         if params.encoder == "cnn":
             raise UserError("policy.params.encoder: recurrent_ppo has the MLP encoder only ('auto' or 'mlp'), "
                               "got 'cnn'")

@@ -44,3 +44,9 @@ def test_export_is_refused_with_the_reason():
                                 action_space=spaces.Discrete(2))
     with pytest.raises(UserError, match="cannot be exported: its actions depend on a per-env core state"):
         policy.export_module()
+
+
+def test_recurrent_ppo_conforms_on_box_actions_and_refuses_the_others(conformance):
+    """Discrete with a start, MultiDiscrete and MultiBinary are refused (its heads are categorical / Gaussian)."""
+    conformance.check_policy_spaces("recurrent_ppo", {"epochs": 2, "minibatch_size": 32, "hidden_size": 16},
+                                    action_spaces=["box"])

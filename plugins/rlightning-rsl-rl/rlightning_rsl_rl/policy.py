@@ -40,13 +40,14 @@ OBS_GROUP = "policy"
 def _check_spaces(observation_space: Any, action_space: Any) -> tuple[int, int]:
     from gymnasium import spaces
 
+    from rlightning_core.errors import unsupported_space
+
     if not isinstance(observation_space, spaces.Box):
-        raise UserError(f"policy rsl_rl_ppo: needs a Box observation space, got {observation_space}")
+        raise unsupported_space("policy 'rsl_rl_ppo'", "observation", observation_space, "Box")
     if not (isinstance(action_space, spaces.Box) and len(action_space.shape) == 1):
-        raise UserError(
-            f"policy rsl_rl_ppo: RSL-RL's PPO acts with a Gaussian distribution, so it needs a 1-D Box action "
-            f"space, got {action_space} (use the `ppo` policy for discrete actions)"
-        )
+        raise unsupported_space("policy 'rsl_rl_ppo'", "action", action_space, "1-D Box",
+                                "RSL-RL's PPO acts with a Gaussian distribution; use the ppo policy for discrete "
+                                "actions")
     return int(np.prod(observation_space.shape)), int(action_space.shape[0])
 
 

@@ -49,13 +49,16 @@ def _adam(parameters: Any, lr: float) -> torch.optim.Optimizer:
 def _space_info(observation_space: Any, action_space: Any) -> tuple[int, int]:
     from gymnasium import spaces
 
+    from rlightning_core.errors import unsupported_space
+
     if not isinstance(observation_space, spaces.Box):
-        raise TypeError(f"sac needs a Box observation space (flat vectors), got {observation_space}")
+        raise unsupported_space("policy 'sac'", "observation", observation_space, "Box (flat vectors)")
     if not isinstance(action_space, spaces.Box) or len(action_space.shape) != 1:
-        raise TypeError(f"sac needs a 1-D Box action space (continuous actions), got {action_space}; "
-                        "for discrete actions use the dqn policy")
+        raise unsupported_space("policy 'sac'", "action", action_space, "1-D Box",
+                                "continuous actions only; for discrete actions use the dqn or ppo policy")
     if not (np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))):
-        raise TypeError(f"sac squashes actions into the action box, whose bounds must be finite; got {action_space}")
+        raise unsupported_space("policy 'sac'", "action", action_space, "bounded 1-D Box",
+                                "sac squashes actions into the action box with tanh, so its bounds must be finite")
     return int(np.prod(observation_space.shape)), int(action_space.shape[0])
 
 

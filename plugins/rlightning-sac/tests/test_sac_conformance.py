@@ -28,3 +28,7 @@ def test_sac_conforms(conformance, obs_space, act_space):
 def test_sac_variants_conform(conformance, extra):
     conformance.check_policy("sac", {**SMALL, **extra}, observation_space=spaces.Box(-1.0, 1.0, (3,), np.float32),
                              action_space=spaces.Box(-2.0, 2.0, (1,), np.float32), learn_iterations=2)
+
+
+def test_sac_conforms_on_box_actions_and_refuses_the_others(conformance):
+    conformance.check_policy_spaces("sac", SMALL, action_spaces=["box"], learn_iterations=2)
