@@ -138,7 +138,8 @@ def sb3_atari_ppo(task: Task, seed: int, steps: int, every: int, episodes: int, 
 def sb3_atari_dqn(task: Task, seed: int, steps: int, every: int, episodes: int, quick: bool) -> Curve:
     """rl-zoo's Atari DQN (examples/breakout_dqn.yaml): replay 100k, lr 1e-4, batch 32, 100k warm-up steps
     (``--quick``: 1,000 and a 10k replay, as the rlightning side), target refresh every 1,000 env steps (SB3
-    counts env steps; 250 updates), one update per 4 transitions (4 envs, one gradient step per vector step), epsilon 1 -> 0.01 over 10%."""
+    counts env steps; 250 updates), one update per 4 transitions (4 envs, one gradient step per vector step),
+    epsilon 1 -> 0.01 over 10%."""
     from stable_baselines3 import DQN
 
     env, eval_env = _atari_envs(task, seed, 4)
