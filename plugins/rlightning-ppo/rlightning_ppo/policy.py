@@ -17,7 +17,15 @@ from rlightning_core.buffer.storage import as_tensor
 from rlightning_core.policy.base import BasePolicy, PolicyOutput, PolicyRole
 from rlightning_core.policy.encoders import encoder_kind
 from rlightning_core.policy.numerics import guard_of
-from rlightning_ppo.networks import ActorCritic, CNNActorCritic, gaussian_entropy, gaussian_log_prob
+from rlightning_ppo.networks import (
+    MASKED_LOGIT,
+    ActorCritic,
+    CNNActorCritic,
+    DictActorCritic,
+    gaussian_entropy,
+    gaussian_log_prob,
+    mask_logits,
+)
 from rlightning_ppo.params import PPOParams
 from rlightning_ppo.spaces import space_info
 
@@ -66,10 +74,10 @@ class _AdvantageNorm:
 class _Deterministic(torch.nn.Module):
     """Observations -> deterministic env actions: the logits' argmax, or the mean clipped to the action box."""
 
-    def __init__(self, net: ActorCritic | CNNActorCritic, discrete: bool, low: torch.Tensor | None,
-                 high: torch.Tensor | None) -> None:
+    def __init__(self, net: ActorCritic | CNNActorCritic | DictActorCritic, discrete: bool, low: torch.Tensor | None,
+                 high: torch.Tensor | None, mask_cols: slice | None = None) -> None:
         super().__init__()
-        self.net, self.discrete = net, discrete
+        self.net, self.discrete, self.mask_cols = net, discrete, mask_cols
         self.flatten = not isinstance(net, CNNActorCritic)
         if not discrete:
             self.register_buffer("low", low.clone())
@@ -79,6 +87,8 @@ class _Deterministic(torch.nn.Module):
         """Actions of a float32 batch (images in pixel units, [0, 255])."""
         out, _ = self.net(obs.reshape(obs.shape[0], -1) if self.flatten else obs)
         if self.discrete:
+            if self.mask_cols is not None:
+                out = mask_logits(out, obs.reshape(obs.shape[0], -1)[:, self.mask_cols] > 0.5)
             return out.argmax(-1)
         return torch.minimum(torch.maximum(out, self.low), self.high)
 
@@ -97,9 +107,21 @@ class PPOPolicy(BasePolicy):
         self.obs_shape = tuple(observation_space.shape)
         #: Images: observations keep their dtype (uint8) up to the CNN, which scales them on the device.
         self.image = encoder_kind(observation_space, params.encoder) == "cnn"
+        from rlightning_core.spaces import ACTION_MASK, FlatDict
+
+        flat_dict = isinstance(observation_space, FlatDict)
+        #: Columns of the legal-action mask in the flat observations (``None``: no masking).
+        self.mask_cols = observation_space.columns(ACTION_MASK) if flat_dict and observation_space.has_action_mask \
+            else None
         torch.manual_seed(seed)  # parameter initialization is a function of the seed alone
-        if self.image:
-            self.net: ActorCritic | CNNActorCritic = CNNActorCritic(
+        if flat_dict:
+            self.image = False
+            self.net: ActorCritic | CNNActorCritic | DictActorCritic = DictActorCritic(
+                observation_space, act_dim, discrete=self.discrete, hidden_sizes=list(params.hidden_sizes),
+                activation=params.activation, features=params.cnn_features, ortho=params.ortho_init,
+                log_std_init=params.log_std_init).to(device)
+        elif self.image:
+            self.net = CNNActorCritic(
                 self.obs_shape, act_dim, discrete=self.discrete, features=params.cnn_features,
                 ortho=params.ortho_init, log_std_init=params.log_std_init).to(device)
         else:
@@ -137,7 +159,7 @@ class PPOPolicy(BasePolicy):
                 out, value = out.float().cpu(), value.float().cpu()
                 log_std = None if log_std is None else log_std.float().cpu()
             if self.discrete:
-                return self._act_categorical(out, value, deterministic)
+                return self._act_categorical(out, value, deterministic, self._mask_np(obs))
             if deterministic:
                 actions = out
             else:
@@ -148,7 +170,22 @@ class PPOPolicy(BasePolicy):
             return PolicyOutput(actions=actions.numpy(), extras={"log_prob": logp.numpy(), "value": value.numpy()},
                                 env_actions=env_actions)
 
-    def _act_categorical(self, logits: torch.Tensor, value: torch.Tensor, deterministic: bool) -> PolicyOutput:
+    def _mask_np(self, obs: np.ndarray) -> np.ndarray | None:
+        """The legal-action mask of a batch (bool ``[B, n]``), or ``None`` without masking.
+
+        Raises:
+            ValueError: an observation allows no action at all.
+        """
+        if self.mask_cols is None:
+            return None
+        mask = np.asarray(obs).reshape(len(obs), -1)[:, self.mask_cols] > 0.5
+        if not mask.any(-1).all():
+            raise ValueError(f"ppo: an observation's action_mask allows no action (rows "
+                             f"{np.flatnonzero(~mask.any(-1)).tolist()}); an env must leave one action legal")
+        return mask
+
+    def _act_categorical(self, logits: torch.Tensor, value: torch.Tensor, deterministic: bool,
+                         mask: np.ndarray | None = None) -> PolicyOutput:
         """Sample a small batch of categorical actions in numpy (CPU).
 
         The inverse-CDF draw takes one uniform per row from the policy's torch generator, so runs stay
@@ -157,6 +194,8 @@ class PPOPolicy(BasePolicy):
         per-op overhead dominates at this size; the log-probabilities equal torch's to float32 rounding.
         """
         z = logits.numpy()
+        if mask is not None:  # illegal actions get probability exactly 0 (exp underflows)
+            z = np.where(mask, z, np.float32(MASKED_LOGIT))
         z = z - z.max(-1, keepdims=True)
         cdf = np.exp(z).cumsum(-1)
         total = cdf[:, -1:]  # the sum as the CDF computes it, so the last bin always catches u * total
@@ -172,7 +211,8 @@ class PPOPolicy(BasePolicy):
 
     def export_module(self) -> torch.nn.Module:
         """What ``act(obs, deterministic=True)`` sends to the envs, as a module (for ``rlightning export``)."""
-        return _Deterministic(self.net, self.discrete, getattr(self, "low", None), getattr(self, "high", None))
+        return _Deterministic(self.net, self.discrete, getattr(self, "low", None), getattr(self, "high", None),
+                              self.mask_cols)
 
     def value(self, obs: np.ndarray) -> np.ndarray:
         """State values, for bootstrapping truncated episodes and the end of a rollout."""
@@ -186,6 +226,8 @@ class PPOPolicy(BasePolicy):
         # the MLP takes float32 (a no-op for float32 storage; uint8 images under encoder: mlp are cast here)
         out, value = self.net(obs if self.image else obs.reshape(obs.shape[0], -1).float())
         if self.discrete:
+            if self.mask_cols is not None:  # the masked distribution, recomputed from the stored observations
+                out = mask_logits(out, obs.reshape(obs.shape[0], -1)[:, self.mask_cols] > 0.5)
             logp_all = torch.log_softmax(out, -1)
             logp = logp_all.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
             return logp, lambda: -(logp_all.exp() * logp_all).sum(-1).mean(), value

@@ -40,6 +40,9 @@ OBS_GROUP = "policy"
 def _check_spaces(observation_space: Any, action_space: Any) -> tuple[int, int]:
     from gymnasium import spaces
 
+    from rlightning_core.spaces import refuse_flat_dict
+
+    refuse_flat_dict(observation_space, 'rsl_rl_ppo')
     if not isinstance(observation_space, spaces.Box):
         raise UserError(f"policy rsl_rl_ppo: needs a Box observation space, got {observation_space}")
     if not (isinstance(action_space, spaces.Box) and len(action_space.shape) == 1):

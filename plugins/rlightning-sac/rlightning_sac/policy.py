@@ -49,6 +49,9 @@ def _adam(parameters: Any, lr: float) -> torch.optim.Optimizer:
 def _space_info(observation_space: Any, action_space: Any) -> tuple[int, int]:
     from gymnasium import spaces
 
+    from rlightning_core.spaces import refuse_flat_dict
+
+    refuse_flat_dict(observation_space, 'sac', allow_plain=True)
     if not isinstance(observation_space, spaces.Box):
         raise TypeError(f"sac needs a Box observation space (flat vectors), got {observation_space}")
     if not isinstance(action_space, spaces.Box) or len(action_space.shape) != 1:
