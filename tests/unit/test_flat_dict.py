@@ -100,3 +100,10 @@ def test_plugins_that_cannot_use_a_mask_refuse_it():
     refuse_flat_dict(FlatDict(spaces.Dict({"a": spaces.Box(0, 1, (2,))})), "sac", allow_plain=True)
     with pytest.raises(UserError, match="recurrent_ppo"):
         refuse_flat_dict(FlatDict(spaces.Dict({"a": spaces.Box(0, 1, (2,))})), "recurrent_ppo")
+
+
+def test_obs_normalization_refuses_a_mask():
+    from rlightning_core.preprocess.builtins import NormalizeObs
+
+    with pytest.raises(UserError, match="'normalize_obs'.*action_mask"):
+        NormalizeObs(observation_space=FlatDict(_space()))
