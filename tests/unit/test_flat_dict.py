@@ -105,5 +105,5 @@ def test_plugins_that_cannot_use_a_mask_refuse_it():
 def test_obs_normalization_refuses_a_mask():
     from rlightning_core.preprocess.builtins import NormalizeObs
 
-    with pytest.raises(UserError, match="'normalize_obs'.*action_mask"):
+    with pytest.raises(UserError, match=r"'normalize_obs'.*action_mask"):
         NormalizeObs(observation_space=FlatDict(_space()))

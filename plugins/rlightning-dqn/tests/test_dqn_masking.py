@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
+from rlightning_dqn.params import DQNParams
+from rlightning_dqn.policy import DQNPolicy
 
 import rlightning_core.testing.dict_envs  # noqa: F401  (registers the ids)
 from rlightning_core.spaces import ACTION_MASK, FlatDict
-from rlightning_dqn.params import DQNParams
-from rlightning_dqn.policy import DQNPolicy
 
 ROOT = Path(__file__).resolve().parents[3]
 N = 5

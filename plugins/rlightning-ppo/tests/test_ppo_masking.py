@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
+from rlightning_ppo.params import PPOParams
+from rlightning_ppo.policy import PPOPolicy
 
 import rlightning_core.testing.dict_envs  # noqa: F401  (registers the ids)
 from rlightning_core.spaces import ACTION_MASK, FlatDict
-from rlightning_ppo.params import PPOParams
-from rlightning_ppo.policy import PPOPolicy
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[3]
@@ -104,7 +104,7 @@ def test_ppo_learns_the_masked_env_without_ever_taking_an_illegal_action(tmp_pat
 
 
 def test_ppo_learns_the_dict_env(tmp_path):
-    result, rows = _train(tmp_path, ROOT / "examples" / "masked_ppo.yaml",
-                          "env.params.id=rlightning_core.testing.dict_envs:DictCue-v0", "engine.total_steps=8192",
-                          "engine.eval_every=16", "engine.eval_episodes=8")
+    result, _ = _train(tmp_path, ROOT / "examples" / "masked_ppo.yaml",
+                       "env.params.id=rlightning_core.testing.dict_envs:DictCue-v0", "engine.total_steps=8192",
+                       "engine.eval_every=16", "engine.eval_episodes=8")
     assert result.last_eval_return >= 7.5  # of 8; a policy reading one key only gets ~4, random play ~2
