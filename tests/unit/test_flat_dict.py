@@ -90,7 +90,7 @@ def test_mask_from_info_wrapper_moves_it_into_the_observation():
 def test_remote_protocol_refuses_dict_spaces_clearly():
     from rlightning_core.env.remote.protocol import ProtocolError, space_to_wire
 
-    with pytest.raises(ProtocolError, match="Dict observation spaces cannot travel"):
+    with pytest.raises(ProtocolError, match="Dict spaces cannot travel"):
         space_to_wire(FlatDict(_space()))
 
 
