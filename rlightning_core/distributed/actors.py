@@ -55,6 +55,10 @@ class EnvRunnerActor(CollectiveMember):
             self._build_error = env_config_error(
                 f"env[{config_index}]", f"env {spec.name!r} from {spec.distribution} {spec.version} raised "
                 f"{type(exc).__name__} while being built: {exc}")
+        if self.worker is not None:
+            from rlightning_core.env.dict_obs import flatten_dict_observations
+
+            self.worker = flatten_dict_observations(self.worker)  # Dict observations travel flat
         if preprocess_fn is not None and self.worker is not None:
             from rlightning_core.env.preprocess_fn import with_preprocess_fn
 

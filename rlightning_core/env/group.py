@@ -436,6 +436,9 @@ def _worker_factory(spec: Any, params: Any, cfg: EnvConfig, c: int, w: int, num_
                     raise
                 raise env_config_error(f"env[{c}]", f"env {spec.name!r} from {spec.distribution} {spec.version} "
                                        f"raised {type(exc).__name__} while being built: {exc}") from exc
+        from rlightning_core.env.dict_obs import flatten_dict_observations
+
+        worker = flatten_dict_observations(worker)  # Dict observations travel flat (rlightning_core.spaces)
         try:
             _check_worker(worker, spec, c, num_envs)
         except BaseException:

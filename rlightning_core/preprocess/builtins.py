@@ -33,10 +33,17 @@ __all__ = ["ClipObs", "ClipReward", "NormalizeObs", "ScaleReward"]
 
 def _refuse_images(name: str, observation_space: Any) -> None:
     """Raise :class:`UserError` for ``uint8`` image observations, which this float32 preprocessor would cast."""
+    from rlightning_core.errors import UserError
+    from rlightning_core.spaces import FlatDict
+
+    if isinstance(observation_space, FlatDict) and (observation_space.has_action_mask
+                                                    or observation_space.image_keys()):
+        raise UserError(f"preprocessors: {name!r}: the observations are Dict observations with an action_mask or "
+                        f"image keys ({observation_space.dict_space}); it would change the mask or the pixels. "
+                        "Normalize the vector keys in the env instead (docs/dict-observations.md)")
     shape = getattr(observation_space, "shape", None)
     if shape is None or len(shape) != 3 or getattr(observation_space, "dtype", None) != np.uint8:
         return
-    from rlightning_core.errors import UserError
 
     raise UserError(f"preprocessors: {name!r}: the observations are uint8 images of shape "
                     f"{tuple(shape)}; it would turn them into float32 per pixel (4x the memory in every buffer). "

@@ -91,6 +91,18 @@ def _space_info(observation_space: Any, action_space: Any) -> tuple[int, int, in
     if not isinstance(action_space, spaces.Discrete):
         raise unsupported_space("policy 'dqn'", "action", action_space, "Discrete",
                                 "for continuous actions use sac, for MultiDiscrete / MultiBinary ppo")
+    from rlightning_core.spaces import ACTION_MASK, FlatDict
+
+    if isinstance(observation_space, FlatDict):
+        if observation_space.image_keys():  # flat keys (and the mask) are one vector for the MLP
+            raise unsupported_space("policy 'dqn'", "observation", observation_space.dict_space,
+                                    "Box and Dict without image keys",
+                                    f"image keys {observation_space.image_keys()}: use ppo, which encodes each key")
+        if observation_space.has_action_mask and observation_space.layout[ACTION_MASK][1] != int(action_space.n):
+            raise unsupported_space("policy 'dqn'", "observation", observation_space.dict_space,
+                                    f"an {ACTION_MASK!r} key with one entry per action ({int(action_space.n)})",
+                                    f"its {ACTION_MASK!r} key has {observation_space.layout[ACTION_MASK][1]} "
+                                    "entries")
     return int(np.prod(observation_space.shape)), int(action_space.n), int(action_space.start)
 
 
@@ -103,17 +115,25 @@ def _adam(parameters: Any, lr: float) -> torch.optim.Optimizer:
         return torch.optim.Adam(parameters, lr=lr, foreach=True)
 
 
-class _Greedy(torch.nn.Module):
-    """Observations -> greedy env actions (``argmax Q`` plus the action space's ``start``)."""
+def _masked(q: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """``q`` with illegal actions at ``-inf`` (for argmax only; no-op without a mask)."""
+    return q if mask is None else q.masked_fill(~mask, float("-inf"))
 
-    def __init__(self, q: QNetwork | CNNQNetwork, start: int) -> None:
+
+class _Greedy(torch.nn.Module):
+    """Observations -> greedy env actions (``argmax Q`` over legal actions plus the action space's ``start``)."""
+
+    def __init__(self, q: QNetwork | CNNQNetwork, start: int, mask_cols: slice | None = None) -> None:
         super().__init__()
-        self.q, self.start = q, int(start)
+        self.q, self.start, self.mask_cols = q, int(start), mask_cols
         self.flatten = not isinstance(q, CNNQNetwork)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """Actions of a float32 batch (images in pixel units, [0, 255])."""
-        return self.q(obs.reshape(obs.shape[0], -1) if self.flatten else obs).argmax(-1) + self.start
+        q = self.q(obs.reshape(obs.shape[0], -1) if self.flatten else obs)
+        if self.mask_cols is not None:
+            q = _masked(q, obs.reshape(obs.shape[0], -1)[:, self.mask_cols] > 0.5)
+        return q.argmax(-1) + self.start
 
 
 class DQNPolicy(BasePolicy):
@@ -129,6 +149,11 @@ class DQNPolicy(BasePolicy):
         obs_dim, self.n_actions, self.action_start = _space_info(observation_space, action_space)
         #: Images: observations keep their dtype (uint8) up to the CNN, which scales them on the device.
         self.image = encoder_kind(observation_space, params.encoder) == "cnn"
+        from rlightning_core.spaces import ACTION_MASK, FlatDict
+
+        #: Columns of the legal-action mask in the flat observations (``None``: no masking).
+        self.mask_cols = (observation_space.columns(ACTION_MASK) if isinstance(observation_space, FlatDict)
+                          and observation_space.has_action_mask else None)
         torch.manual_seed(seed)  # parameter initialization is a function of the seed alone
         if self.image:
             self.q: QNetwork | CNNQNetwork = CNNQNetwork(tuple(observation_space.shape), self.n_actions,
@@ -154,20 +179,39 @@ class DQNPolicy(BasePolicy):
     def act(self, obs: np.ndarray, *, deterministic: bool = False) -> PolicyOutput:
         """Greedy actions, each replaced by a uniform random one with probability epsilon unless deterministic."""
         with torch.inference_mode():
-            greedy = self.q(self._obs(obs)).argmax(-1).cpu()
+            x = self._obs(obs)
+            mask = self._mask(x)
+            greedy = _masked(self.q(x), mask).argmax(-1).cpu()
             if deterministic:
                 actions = greedy
             else:
                 n = greedy.shape[0]
                 explore = torch.rand(n, generator=self.generator) < float(self.exploration.epsilon)
-                random = torch.randint(0, self.n_actions, (n,), generator=self.generator)
+                if mask is None:
+                    random = torch.randint(0, self.n_actions, (n,), generator=self.generator)
+                else:  # uniform over the legal actions: the largest of iid uniforms over them
+                    u = torch.rand((n, self.n_actions), generator=self.generator)
+                    random = u.masked_fill(~mask.cpu(), -1.0).argmax(-1)
                 actions = torch.where(explore, random, greedy)
             out = actions.numpy().astype(np.int64)
         return PolicyOutput(actions=out, env_actions=out + self.action_start if self.action_start else None)
 
+    def _mask(self, obs: torch.Tensor) -> torch.Tensor | None:
+        """The legal-action mask (bool ``[B, n]``) of a flat batch, or ``None`` without masking.
+
+        Raises:
+            ValueError: an observation allows no action at all.
+        """
+        if self.mask_cols is None:
+            return None
+        mask = obs.reshape(obs.shape[0], -1)[:, self.mask_cols] > 0.5
+        if not bool(mask.any(-1).all()):
+            raise ValueError("dqn: an observation's action_mask allows no action; an env must leave one legal")
+        return mask
+
     def export_module(self) -> torch.nn.Module:
         """Greedy ``act(obs, deterministic=True)`` as a module (for ``rlightning export``)."""
-        return _Greedy(self.q, self.action_start or 0)
+        return _Greedy(self.q, self.action_start or 0, self.mask_cols)
 
     # -- training --------------------------------------------------------------------------------------------
     def learn(self, buffer: Any, *, progress: float = 0.0) -> dict[str, float]:
@@ -209,11 +253,16 @@ class DQNPolicy(BasePolicy):
             obs, next_obs = obs.flatten(1), next_obs.flatten(1)
         with torch.no_grad():
             next_q_target = self.q_target(next_obs)
+            # the max over legal next actions (a terminal next state may allow none: its value is not used)
+            next_mask = None if self.mask_cols is None else next_obs[:, self.mask_cols] > 0.5
             if p.double_dqn:
-                best = self.q(next_obs).argmax(-1, keepdim=True)
+                best = _masked(self.q(next_obs), next_mask).argmax(-1, keepdim=True)
                 next_q = next_q_target.gather(-1, best).squeeze(-1)
-            else:
+            elif next_mask is None:
                 next_q = next_q_target.max(-1).values
+            else:
+                best = _masked(next_q_target, next_mask).argmax(-1, keepdim=True)
+                next_q = next_q_target.gather(-1, best).squeeze(-1)
             target = batch["rewards"] + batch["discount"] * (1.0 - batch["terminated"]) * next_q
         q = self.q(obs).gather(-1, batch["actions"].long().reshape(-1, 1)).squeeze(-1)
         td = q - target

@@ -189,3 +189,71 @@ def bernoulli_log_prob(logits: torch.Tensor, actions: torch.Tensor) -> tuple[tor
     bits = actions.to(logits.dtype)
     logp = (bits * log_p1 + (1 - bits) * log_p0).sum(-1)
     return logp, lambda: -(log_p1.exp() * log_p1 + log_p0.exp() * log_p0).sum(-1).mean()
+class DictActorCritic(nn.Module):
+    """Dict observations (a :class:`~rlightning_core.spaces.FlatDict`): one encoder per key, concatenated.
+
+    Flat keys go through an MLP (``hidden_sizes``, ``activation``; ``uint8`` keys scaled by 1/255), channels-first
+    ``uint8`` image keys of at least 36x36 pixels through the Nature-DQN CNN (smaller images count as flat
+    keys). The ``action_mask`` key is not encoded (the policy masks the logits with it). The concatenated
+    features, shared by actor and critic, feed one linear policy head and one linear value head. Input: the flat
+    float32 batch ``[B, n]``.
+    """
+
+    def __init__(self, space: Any, act_dim: int, *, discrete: bool, hidden_sizes: list[int], activation: str,
+                 features: int, ortho: bool, log_std_init: float) -> None:
+        super().__init__()
+        import numpy as np
+
+        from rlightning_core.policy.encoders import NatureCNN
+        from rlightning_core.spaces import ACTION_MASK
+
+        self.discrete = discrete
+        self.encoders = nn.ModuleDict()
+        self.slices: dict[str, tuple[slice, tuple[int, ...], float]] = {}
+        width = 0
+        for key in space.keys:
+            if key == ACTION_MASK:
+                continue
+            _off, size, shape, dtype = space.layout[key]
+            scale = 1 / 255 if dtype == np.uint8 else 1.0
+            if len(shape) == 3 and dtype == np.uint8 and min(shape[1:]) >= 36:
+                enc: nn.Module = NatureCNN(shape, features, ortho=ortho)  # scales by 1/255 itself
+                out, scale, view = features, 1.0, shape
+            else:
+                enc, out = mlp_body(size, hidden_sizes, activation, ortho)
+                view = (size,)
+            self.encoders[key] = enc
+            self.slices[key] = (space.columns(key), view, scale)
+            width += out
+        if not self.slices:
+            raise ValueError(f"the Dict observations {space.dict_space} hold nothing to encode besides the mask")
+        self.pi_head = _layer(width, act_dim, 0.01, ortho)
+        self.v_head = _layer(width, 1, 1.0, ortho)
+        if not discrete:
+            self.log_std = nn.Parameter(torch.full((act_dim,), float(log_std_init)))
+
+    def features(self, obs: torch.Tensor) -> torch.Tensor:
+        """The concatenated per-key features of a flat batch."""
+        parts = []
+        for key, (cols, view, scale) in self.slices.items():
+            x = obs[:, cols].reshape(obs.shape[0], *view)
+            parts.append(self.encoders[key](x * scale if scale != 1.0 else x))
+        return torch.cat(parts, -1)
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Policy output and value of a batch."""
+        h = self.features(obs)
+        return self.pi_head(h), self.v_head(h).squeeze(-1)
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """State values of a batch."""
+        return self.v_head(self.features(obs)).squeeze(-1)
+
+
+#: Logit given to illegal actions: exp() of it is exactly 0 in float32, and 0 * it stays finite (entropy).
+MASKED_LOGIT = -1e9
+
+
+def mask_logits(logits: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """``logits`` with illegal actions (``mask`` false) set to :data:`MASKED_LOGIT` (no-op without a mask)."""
+    return logits if mask is None else logits.masked_fill(~mask, MASKED_LOGIT)

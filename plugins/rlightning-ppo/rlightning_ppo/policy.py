@@ -18,15 +18,18 @@ from rlightning_core.policy.base import BasePolicy, PolicyOutput, PolicyRole
 from rlightning_core.policy.encoders import encoder_kind
 from rlightning_core.policy.numerics import guard_of
 from rlightning_ppo.networks import (
+    MASKED_LOGIT,
     ActorCritic,
     CNNActorCritic,
+    DictActorCritic,
     bernoulli_log_prob,
     gaussian_entropy,
     gaussian_log_prob,
+    mask_logits,
     multi_categorical_log_prob,
 )
 from rlightning_ppo.params import PPOParams
-from rlightning_ppo.spaces import ActionSpec, action_spec, check_observation_space
+from rlightning_ppo.spaces import ActionSpec, action_spec, check_action_mask, check_observation_space
 
 
 def _adam(parameters: Any, params: PPOParams) -> torch.optim.Optimizer:
@@ -73,14 +76,15 @@ class _AdvantageNorm:
 class _Deterministic(torch.nn.Module):
     """Observations -> deterministic env actions: the mode of the action distribution, as ``act`` sends it.
 
-    Categorical kinds: the argmax per dimension plus the space's ``start``; MultiBinary: the bits whose logit is
-    positive (probability above 1/2); Box: the mean clipped to the action box.
+    Categorical kinds: the argmax per dimension plus the space's ``start`` (illegal actions masked out where the
+    observations carry an ``action_mask``); MultiBinary: the bits whose logit is positive (probability above
+    1/2); Box: the mean clipped to the action box.
     """
 
-    def __init__(self, net: ActorCritic | CNNActorCritic, spec: ActionSpec, low: torch.Tensor | None,
-                 high: torch.Tensor | None) -> None:
+    def __init__(self, net: ActorCritic | CNNActorCritic | DictActorCritic, spec: ActionSpec,
+                 low: torch.Tensor | None, high: torch.Tensor | None, mask_cols: slice | None = None) -> None:
         super().__init__()
-        self.net, self.kind, self.nvec = net, spec.kind, list(spec.nvec)
+        self.net, self.kind, self.nvec, self.mask_cols = net, spec.kind, list(spec.nvec), mask_cols
         self.flatten = not isinstance(net, CNNActorCritic)
         if spec.start:
             self.register_buffer("start", torch.tensor(spec.start, dtype=torch.int64))
@@ -92,6 +96,8 @@ class _Deterministic(torch.nn.Module):
         """Actions of a float32 batch (images in pixel units, [0, 255])."""
         out, _ = self.net(obs.reshape(obs.shape[0], -1) if self.flatten else obs)
         if self.kind == "categorical":
+            if self.mask_cols is not None:
+                out = mask_logits(out, obs.reshape(obs.shape[0], -1)[:, self.mask_cols] > 0.5)
             return out.argmax(-1) + self.start[0]
         if self.kind == "multi_categorical":
             return torch.stack([x.argmax(-1) for x in out.split(self.nvec, -1)], -1) + self.start
@@ -113,6 +119,7 @@ class PPOPolicy(BasePolicy):
         super().__init__(params, observation_space=observation_space, action_space=action_space, role=role,
                          device=device, seed=seed)
         self.action_spec = action_spec(action_space, self._plugin_name)
+        check_action_mask(observation_space, action_space, self._plugin_name)
         obs_dim, act_dim, self.discrete = (check_observation_space(observation_space, self._plugin_name),
                                            self.action_spec.out_dim, self.action_spec.discrete)
         #: Discrete / MultiDiscrete ``start``, added to the sampled indices for the env (None: all zero).
@@ -120,9 +127,21 @@ class PPOPolicy(BasePolicy):
         self.obs_shape = tuple(observation_space.shape)
         #: Images: observations keep their dtype (uint8) up to the CNN, which scales them on the device.
         self.image = encoder_kind(observation_space, params.encoder) == "cnn"
+        from rlightning_core.spaces import ACTION_MASK, FlatDict
+
+        flat_dict = isinstance(observation_space, FlatDict)
+        #: Columns of the legal-action mask in the flat observations (``None``: no masking).
+        self.mask_cols = observation_space.columns(ACTION_MASK) if flat_dict and observation_space.has_action_mask \
+            else None
         torch.manual_seed(seed)  # parameter initialization is a function of the seed alone
-        if self.image:
-            self.net: ActorCritic | CNNActorCritic = CNNActorCritic(
+        if flat_dict:
+            self.image = False
+            self.net: ActorCritic | CNNActorCritic | DictActorCritic = DictActorCritic(
+                observation_space, act_dim, discrete=self.discrete, hidden_sizes=list(params.hidden_sizes),
+                activation=params.activation, features=params.cnn_features, ortho=params.ortho_init,
+                log_std_init=params.log_std_init).to(device)
+        elif self.image:
+            self.net = CNNActorCritic(
                 self.obs_shape, act_dim, discrete=self.discrete, features=params.cnn_features,
                 ortho=params.ortho_init, log_std_init=params.log_std_init).to(device)
         else:
@@ -160,7 +179,7 @@ class PPOPolicy(BasePolicy):
                 out, value = out.float().cpu(), value.float().cpu()
                 log_std = None if log_std is None else log_std.float().cpu()
             if self.discrete:
-                return self._act_discrete(out, value, deterministic)
+                return self._act_discrete(out, value, deterministic, self._mask_np(obs))
             if deterministic:
                 actions = out
             else:
@@ -171,8 +190,23 @@ class PPOPolicy(BasePolicy):
             return PolicyOutput(actions=actions.numpy(), extras={"log_prob": logp.numpy(), "value": value.numpy()},
                                 env_actions=env_actions)
 
-    def _act_discrete(self, logits: torch.Tensor, value: torch.Tensor, deterministic: bool) -> PolicyOutput:
-        """Sample categorical, factorised categorical or Bernoulli actions (CPU).
+    def _mask_np(self, obs: np.ndarray) -> np.ndarray | None:
+        """The legal-action mask of a batch (bool ``[B, n]``), or ``None`` without masking.
+
+        Raises:
+            ValueError: an observation allows no action at all.
+        """
+        if self.mask_cols is None:
+            return None
+        mask = np.asarray(obs).reshape(len(obs), -1)[:, self.mask_cols] > 0.5
+        if not mask.any(-1).all():
+            raise ValueError(f"ppo: an observation's action_mask allows no action (rows "
+                             f"{np.flatnonzero(~mask.any(-1)).tolist()}); an env must leave one action legal")
+        return mask
+
+    def _act_discrete(self, logits: torch.Tensor, value: torch.Tensor, deterministic: bool,
+                      mask: np.ndarray | None = None) -> PolicyOutput:
+        """Sample categorical (masked where ``mask`` is given), factorised categorical or Bernoulli actions (CPU).
 
         The buffer gets the indices (``0 .. n - 1``) and the env ``start + index`` where the space has a start.
         """
@@ -180,7 +214,7 @@ class PPOPolicy(BasePolicy):
         if kind == "bernoulli":
             actions, logp = self._sample_bernoulli(logits, deterministic)
         elif kind == "categorical":
-            actions, logp = self._sample_categorical(logits.numpy(), deterministic)
+            actions, logp = self._sample_categorical(logits.numpy(), deterministic, mask=mask)
         else:
             z = logits.numpy()
             nvec = self.action_spec.nvec
@@ -197,8 +231,8 @@ class PPOPolicy(BasePolicy):
         return PolicyOutput(actions=actions, extras={"log_prob": logp.astype(np.float32, copy=False),
                                                      "value": value.numpy()}, env_actions=env_actions)
 
-    def _sample_categorical(self, z: np.ndarray, deterministic: bool, u: np.ndarray | None = None
-                            ) -> tuple[np.ndarray, np.ndarray]:
+    def _sample_categorical(self, z: np.ndarray, deterministic: bool, u: np.ndarray | None = None,
+                            mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Indices and log-probabilities of a small batch of categorical draws from logits ``z`` ``[B, n]``.
 
         The inverse-CDF draw takes one uniform per row from the policy's torch generator (or ``u``), so runs stay
@@ -206,6 +240,8 @@ class PPOPolicy(BasePolicy):
         this costs ~15 us against ~65 us for ``log_softmax`` + ``multinomial`` + ``gather`` in torch, whose
         per-op overhead dominates at this size; the log-probabilities equal torch's to float32 rounding.
         """
+        if mask is not None:  # illegal actions get probability exactly 0 (exp underflows)
+            z = np.where(mask, z, np.float32(MASKED_LOGIT))
         z = z - z.max(-1, keepdims=True)
         cdf = np.exp(z).cumsum(-1)
         total = cdf[:, -1:]  # the sum as the CDF computes it, so the last bin always catches u * total
@@ -229,7 +265,8 @@ class PPOPolicy(BasePolicy):
 
     def export_module(self) -> torch.nn.Module:
         """What ``act(obs, deterministic=True)`` sends to the envs, as a module (for ``rlightning export``)."""
-        return _Deterministic(self.net, self.action_spec, getattr(self, "low", None), getattr(self, "high", None))
+        return _Deterministic(self.net, self.action_spec, getattr(self, "low", None), getattr(self, "high", None),
+                              self.mask_cols)
 
     def value(self, obs: np.ndarray) -> np.ndarray:
         """State values, for bootstrapping truncated episodes and the end of a rollout."""
@@ -250,6 +287,8 @@ class PPOPolicy(BasePolicy):
             logp, entropy_fn = bernoulli_log_prob(out, actions)
             return logp, entropy_fn, value
         if kind == "categorical":
+            if self.mask_cols is not None:  # the masked distribution, recomputed from the stored observations
+                out = mask_logits(out, obs.reshape(obs.shape[0], -1)[:, self.mask_cols] > 0.5)
             logp_all = torch.log_softmax(out, -1)
             logp = logp_all.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
             return logp, lambda: -(logp_all.exp() * logp_all).sum(-1).mean(), value

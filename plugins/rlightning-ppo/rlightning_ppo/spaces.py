@@ -96,3 +96,21 @@ def space_info(observation_space: Any, action_space: Any, plugin: str = "ppo") -
         return obs_dim, int(action_space.shape[0]), False
     raise unsupported_space(f"policy {plugin!r}", "action", action_space, "Discrete (start 0) and 1-D Box",
                             "the ppo policy also takes MultiDiscrete and MultiBinary actions")
+
+
+def check_action_mask(observation_space: Any, action_space: Any, plugin: str = "ppo") -> None:
+    """A Dict observation's ``action_mask`` key needs a Discrete action space and one entry per action."""
+    from gymnasium import spaces
+
+    from rlightning_core.spaces import ACTION_MASK, FlatDict
+
+    if not (isinstance(observation_space, FlatDict) and observation_space.has_action_mask):
+        return
+    if not isinstance(action_space, spaces.Discrete):
+        raise unsupported_space(f"policy {plugin!r}", "action", action_space, "Discrete",
+                                f"action masking (the observation key {ACTION_MASK!r}) is for Discrete actions")
+    size = observation_space.layout[ACTION_MASK][1]
+    if size != int(action_space.n):
+        raise unsupported_space(f"policy {plugin!r}", "observation", observation_space.dict_space,
+                                f"an {ACTION_MASK!r} key with one entry per action ({int(action_space.n)})",
+                                f"its {ACTION_MASK!r} key has {size} entries")

@@ -39,6 +39,9 @@ class RecurrentPPOPolicy(BasePolicy):
                  role: PolicyRole = PolicyRole.LEARNER, device: str = "cpu", seed: int = 0) -> None:
         super().__init__(params, observation_space=observation_space, action_space=action_space, role=role,
                          device=device, seed=seed)
+        from rlightning_core.spaces import refuse_flat_dict
+
+        refuse_flat_dict(observation_space, "recurrent_ppo")
         obs_dim, act_dim, self.discrete = space_info(observation_space, action_space, "recurrent_ppo")
         if params.encoder == "cnn":
             raise UserError("policy.params.encoder: recurrent_ppo has the MLP encoder only ('auto' or 'mlp'), "

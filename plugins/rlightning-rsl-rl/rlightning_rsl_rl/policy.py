@@ -41,7 +41,9 @@ def _check_spaces(observation_space: Any, action_space: Any) -> tuple[int, int]:
     from gymnasium import spaces
 
     from rlightning_core.errors import unsupported_space
+    from rlightning_core.spaces import refuse_flat_dict
 
+    refuse_flat_dict(observation_space, "rsl_rl_ppo")
     if not isinstance(observation_space, spaces.Box):
         raise unsupported_space("policy 'rsl_rl_ppo'", "observation", observation_space, "Box")
     if not (isinstance(action_space, spaces.Box) and len(action_space.shape) == 1):

@@ -50,7 +50,9 @@ def _space_info(observation_space: Any, action_space: Any) -> tuple[int, int]:
     from gymnasium import spaces
 
     from rlightning_core.errors import unsupported_space
+    from rlightning_core.spaces import refuse_flat_dict
 
+    refuse_flat_dict(observation_space, "sac", allow_plain=True)
     if not isinstance(observation_space, spaces.Box):
         raise unsupported_space("policy 'sac'", "observation", observation_space, "Box (flat vectors)")
     if not isinstance(action_space, spaces.Box) or len(action_space.shape) != 1:

@@ -186,6 +186,11 @@ def space_to_wire(space: Any) -> dict[str, Any]:
     """A Gymnasium space as a schema'd map (``box``, ``discrete``, ``multi_discrete`` or ``multi_binary``)."""
     from gymnasium import spaces
 
+    from rlightning_core.spaces import FlatDict
+
+    if isinstance(space, FlatDict | spaces.Dict):
+        raise ProtocolError("unsupported_space", f"Dict spaces cannot travel to a remote env server yet "
+                                                 f"({space}); run this env inside the run instead")
     if isinstance(space, spaces.Box):
         return {"kind": "box", "shape": list(space.shape), "dtype": np.dtype(space.dtype).name,
                 "low": array_to_wire(space.low), "high": array_to_wire(space.high)}
