@@ -27,6 +27,7 @@ import time
 from typing import Any
 
 import torch
+from rlightning_ppo.losses import apply_lr, value_loss
 from rlightning_ppo.policy import PPOPolicy, _explained_variance
 
 from rlightning_appo.vtrace import vtrace
@@ -110,9 +111,7 @@ class APPOPolicy(PPOPolicy):
         if self.optimizer is None:
             raise RuntimeError("learn() called on a rollout copy of appo")
         p = self.params
-        lr = p.lr * max(0.0, 1.0 - progress) if p.anneal_lr else p.lr
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        lr = apply_lr(self.optimizer, p, progress)
         # targets: V-trace over the whole rollout, with the learner's weights as they are now
         data, stats = self._targets(buffer)
         total = data["rewards"].shape[0]
@@ -138,13 +137,7 @@ class APPOPolicy(PPOPolicy):
                     pg_loss = -torch.min(adv * ratio, adv * ratio.clamp(low, high)).mean()
                 else:
                     pg_loss = -(adv * logp).mean()
-                returns = mb["returns"]
-                if p.clip_value is not None:
-                    old_v = mb["value"]
-                    v_clipped = old_v + (value - old_v).clamp(-p.clip_value, p.clip_value)
-                    v_loss = 0.5 * torch.max((value - returns) ** 2, (v_clipped - returns) ** 2).mean()
-                else:
-                    v_loss = 0.5 * ((value - returns) ** 2).mean()
+                v_loss = value_loss(value, mb["returns"], mb["value"], p.clip_value)
                 entropy = entropy_fn()
                 loss = pg_loss + p.vf_coef * v_loss - p.ent_coef * entropy
                 self.optimizer.zero_grad(set_to_none=True)
