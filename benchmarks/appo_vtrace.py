@@ -1,10 +1,11 @@
-"""APPO on Ray with a deliberately slow learner: V-trace on vs off at a policy lag of 2+ versions.
+"""APPO on Ray with a deliberately slow learner: V-trace on vs off under policy lag.
 
 CartPole-v1 from ``examples/cartpole_appo_ray.yaml`` with 4 env-runner actors streaming 32-step chunks while the
 learner actor sleeps ``--delay`` seconds after every update (the ``appo`` benchmark knob
-``policy.params.learner_delay_s``; 0 by default) and publishes its weights every 6 updates (``sync_every``). The
-runners keep collecting with the weights they last received, up to ``max_chunks_in_flight`` chunks ahead, so the
-rollouts the learner trains on lag it by several versions (``perf/policy_lag_*``).
+``policy.params.learner_delay_s``; 0 by default), publishing its weights after each. The runners keep collecting
+with the weights they last received, up to ``max_chunks_in_flight`` chunks ahead, so rollouts lag the learner
+(``perf/policy_lag_*``: versions behind when a chunk reaches the driver; ``async/policy_lag_*``: when it enters the
+learner's buffer).
 The same run is made with ``vtrace: false`` (every importance ratio taken as 1: no
 correction). Printed side by side: the lag, final / best evaluation return, solved (>= 475) and wall time.
 
@@ -38,8 +39,7 @@ def run_variant(vtrace: bool, steps: int, delay: float, seed: int) -> dict:
     from rlightning_core.builders import build_data_buffer, build_engine, build_env_group, build_policy_group
 
     overrides = [f"seed={seed}", "env.num_workers=4", f"engine.total_steps={steps}", "engine.eval_every=8",
-                 "engine.params.sync_every=6", "engine.params.max_chunks_in_flight=4",
-                 "engine.params.max_staleness=12",
+                 "engine.params.max_chunks_in_flight=4", "engine.params.max_staleness=8",
                  f"policy.params.vtrace={str(vtrace).lower()}", f"policy.params.learner_delay_s={delay}",
                  "checkpoint.every=0", "checkpoint.at_end=false", "logging.progress=false",
                  "logging.level=WARNING", "logging.log_every=1"]
@@ -58,9 +58,13 @@ def run_variant(vtrace: bool, steps: int, delay: float, seed: int) -> dict:
         shutil.rmtree(run_dir, ignore_errors=True)
     lag_mean = [r["perf/policy_lag_mean"] for r in rows if "perf/policy_lag_mean" in r]
     lag_max = [r["perf/policy_lag_max"] for r in rows if "perf/policy_lag_max" in r]
+    in_mean = [r["async/policy_lag_mean"] for r in rows if "async/policy_lag_mean" in r]
+    in_max = [r["async/policy_lag_max"] for r in rows if "async/policy_lag_max" in r]
     evals = [r["eval/episode_return_mean"] for r in rows if "eval/episode_return_mean" in r]
     return {"vtrace": vtrace, "lag_mean": sum(lag_mean) / len(lag_mean) if lag_mean else float("nan"),
-            "lag_max": max(lag_max) if lag_max else float("nan"), "final": evals[-1] if evals else float("nan"),
+            "lag_max": max(lag_max) if lag_max else float("nan"),
+            "in_mean": sum(in_mean) / len(in_mean) if in_mean else float("nan"),
+            "in_max": max(in_max) if in_max else float("nan"), "final": evals[-1] if evals else float("nan"),
             "best": max(evals) if evals else float("nan"), "solved": result.stop_reason == "target_eval_return",
             "env_steps": result.env_steps, "wall_s": wall}
 
@@ -87,7 +91,8 @@ def main() -> None:
     finally:
         ray.shutdown()
     print(f"{'':>14}" + "".join(f"{'vtrace: ' + str(r['vtrace']).lower():>16}" for r in rows))
-    for label, key, fmt in (("policy lag mean", "lag_mean", "{:.2f}"), ("policy lag max", "lag_max", "{:.0f}"),
+    for label, key, fmt in (("perf lag mean", "lag_mean", "{:.2f}"), ("perf lag max", "lag_max", "{:.0f}"),
+                            ("async lag mean", "in_mean", "{:.2f}"), ("async lag max", "in_max", "{:.0f}"),
                             ("final eval", "final", "{:.1f}"), ("best eval", "best", "{:.1f}"),
                             ("solved (>=475)", "solved", "{}"), ("env steps", "env_steps", "{:,}"),
                             ("wall s", "wall_s", "{:.0f}")):
