@@ -30,3 +30,6 @@ class APPOParams(PPOParams):
     """The :math:`\\lambda` of V-trace's traces (``c_t = lambda * min(c_bar, ratio)``); 1 as in IMPALA."""
     epochs: int = field(default=1, validator=ge(1))
     """Passes over each rollout (1: every sample is used once, as in IMPALA)."""
+    learner_delay_s: float = field(default=0.0, validator=ge(0))
+    """Benchmark knob: sleep this many seconds after every learn call, to emulate a slow learner and so a larger
+    policy lag (``benchmarks/appo_vtrace.py``). 0 (the default): no sleep."""

@@ -14,21 +14,28 @@ learn call then, over the whole ``[T, N]`` rollout:
    the ratio to the step-1 policy (``clip: true``) or IMPALA's ``-A log pi`` (``clip: false``) —, value loss
    ``0.5 (V - vs)^2``, minus ``ent_coef`` times the entropy.
 
-Bootstrap values (after the rollout's last step, and at time-limit truncations) are those the rollout copy
-computed when it collected: the rollout buffer does not keep those observations.
+Bootstrap values (after the rollout's last step, and at time-limit truncations) are computed in step 1 too, with
+the learner's current weights, from the next observations the ``appo_rollout`` buffer stores
+(:mod:`rlightning_appo.buffer`). With the builtin ``rollout`` buffer, which does not keep them, they are the
+stale ones the rollout copy computed when it collected (a warning says so once).
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import Any
 
 import torch
+from rlightning_ppo.losses import apply_lr, value_loss
 from rlightning_ppo.policy import PPOPolicy, _explained_variance
 
 from rlightning_appo.vtrace import vtrace
 from rlightning_core.policy.numerics import guard_of
 
 __all__ = ["APPOPolicy"]
+
+_log = logging.getLogger(__name__)
 
 #: Relative margin above ``rho_bar`` for a ratio to count as truncated in ``stats/rho_clip_fraction``: on-policy
 #: ratios differ from 1 by the rounding between the rollout copy's and the learner's log-probabilities.
@@ -58,30 +65,55 @@ class APPOPolicy(PPOPolicy):
         data = self.on_device({k: v.reshape(t * n, *v.shape[2:]) for k, v in tensors.items()})
         with torch.no_grad():
             target_lp, _, values = self._evaluate(data["obs"], data["actions"])
+        values = values.reshape(t, n)
+        bootstrap = data["bootstrap_values"].reshape(t, n)
+        last_values = last_values.to(values.device)
+        next_obs = _next_obs(buffer)
+        if next_obs is not None:  # bootstrap values with the learner's weights too, not the behaviour's
+            last_values, bootstrap = self._bootstrap_values(next_obs, tensors["actions"],
+                                                            data["truncated"].reshape(t, n), values.dtype)
         behaviour_lp = data["log_prob"].reshape(t, n)
         target_lp = target_lp.reshape(t, n)
         out = vtrace(behaviour_lp, target_lp if p.vtrace else behaviour_lp, data["rewards"].reshape(t, n),
-                     values.reshape(t, n), last_values.to(values.device), gamma=p.gamma,
+                     values, last_values, gamma=p.gamma,
                      terminated=data["terminated"].reshape(t, n), truncated=data["truncated"].reshape(t, n),
-                     bootstrap_values=data["bootstrap_values"].reshape(t, n), rho_bar=p.rho_bar, c_bar=p.c_bar,
-                     lambda_=p.gae_lambda)
+                     bootstrap_values=bootstrap, rho_bar=p.rho_bar, c_bar=p.c_bar, lambda_=p.gae_lambda)
         data["advantages"] = out.pg_advantages.reshape(-1)
         data["returns"] = out.vs.reshape(-1)
         data["target_lp"] = target_lp.reshape(-1)
         ratio = (target_lp - behaviour_lp).exp()
         stats = {"stats/is_ratio_mean": ratio.mean().item(), "stats/is_ratio_max": ratio.max().item(),
                  "stats/rho_clip_fraction": (ratio > p.rho_bar * (1 + _ROUNDING)).float().mean().item(),
-                 "stats/explained_variance": _explained_variance(values, data["returns"])}
+                 "stats/explained_variance": _explained_variance(values.reshape(-1), data["returns"])}
         return data, stats
+
+    def _bootstrap_values(self, next_obs: torch.Tensor, actions: torch.Tensor, truncated: torch.Tensor,
+                          dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(last_values [N], bootstrap_values [T, N])`` under the learner's value function.
+
+        Values of the observation after step ``T-1`` and of the true final observation of every truncated step
+        (0 elsewhere).
+        """
+        t, n = truncated.shape
+        rows, cols = torch.nonzero(truncated, as_tuple=True)
+        rows = torch.cat([rows, torch.full((n,), t - 1, dtype=rows.dtype, device=rows.device)])
+        cols = torch.cat([cols, torch.arange(n, dtype=cols.dtype, device=cols.device)])
+        obs, acts = self.on_device({"obs": next_obs[rows.cpu(), cols.cpu()],
+                                    "actions": actions[rows.cpu(), cols.cpu()]}).values()
+        with torch.no_grad():  # _evaluate's values; the actions only fill its signature
+            _, _, v = self._evaluate(obs, acts)
+        v = v.to(dtype)
+        k = len(rows) - n
+        bootstrap = torch.zeros((t, n), dtype=dtype, device=v.device)
+        bootstrap[rows[:k].to(v.device), cols[:k].to(v.device)] = v[:k]
+        return v[k:], bootstrap
 
     def learn(self, buffer: Any, *, progress: float = 0.0) -> dict[str, float]:
         """V-trace targets with the current weights, then ``epochs`` passes of minibatch updates."""
         if self.optimizer is None:
             raise RuntimeError("learn() called on a rollout copy of appo")
         p = self.params
-        lr = p.lr * max(0.0, 1.0 - progress) if p.anneal_lr else p.lr
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        lr = apply_lr(self.optimizer, p, progress)
         # targets: V-trace over the whole rollout, with the learner's weights as they are now
         data, stats = self._targets(buffer)
         total = data["rewards"].shape[0]
@@ -107,13 +139,7 @@ class APPOPolicy(PPOPolicy):
                     pg_loss = -torch.min(adv * ratio, adv * ratio.clamp(low, high)).mean()
                 else:
                     pg_loss = -(adv * logp).mean()
-                returns = mb["returns"]
-                if p.clip_value is not None:
-                    old_v = mb["value"]
-                    v_clipped = old_v + (value - old_v).clamp(-p.clip_value, p.clip_value)
-                    v_loss = 0.5 * torch.max((value - returns) ** 2, (v_clipped - returns) ** 2).mean()
-                else:
-                    v_loss = 0.5 * ((value - returns) ** 2).mean()
+                v_loss = value_loss(value, mb["returns"], mb["value"], p.clip_value)
                 entropy = entropy_fn()
                 loss = pg_loss + p.vf_coef * v_loss - p.ent_coef * entropy
                 self.optimizer.zero_grad(set_to_none=True)
@@ -141,4 +167,23 @@ class APPOPolicy(PPOPolicy):
         metrics["stats/epochs"] = float(epochs_done)
         metrics.update(guard.metrics())
         self.weight_version += 1
+        if p.learner_delay_s > 0:  # benchmark knob (0 by default): emulate a slow learner
+            time.sleep(p.learner_delay_s)
         return metrics
+
+
+_warned_stale = False
+
+
+def _next_obs(buffer: Any) -> torch.Tensor | None:
+    """The buffer's ``next_obs`` ``[T, N, ...]`` (``appo_rollout``), or ``None`` with a one-time warning."""
+    global _warned_stale
+    tensors = getattr(buffer, "tensors", None)
+    if isinstance(tensors, dict) and "next_obs" in tensors:
+        return tensors["next_obs"]
+    if not _warned_stale:
+        _warned_stale = True
+        _log.warning("appo: the %s buffer keeps no next observations, so the bootstrap values (end of rollout, "
+                     "time-limit truncations) are the behaviour policy's; set buffer.type: appo_rollout to "
+                     "compute them with the learner's weights", type(buffer).__name__)
+    return None

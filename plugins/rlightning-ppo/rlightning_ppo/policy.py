@@ -17,6 +17,7 @@ from rlightning_core.buffer.storage import as_tensor
 from rlightning_core.policy.base import BasePolicy, PolicyOutput, PolicyRole
 from rlightning_core.policy.encoders import encoder_kind
 from rlightning_core.policy.numerics import guard_of
+from rlightning_ppo.losses import apply_lr, value_loss
 from rlightning_ppo.networks import (
     MASKED_LOGIT,
     ActorCritic,
@@ -305,9 +306,7 @@ class PPOPolicy(BasePolicy):
         if self.optimizer is None:
             raise RuntimeError("learn() called on a rollout copy of ppo")
         p = self.params
-        lr = p.lr * max(0.0, 1.0 - progress) if p.anneal_lr else p.lr
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        lr = apply_lr(self.optimizer, p, progress)
         buffer.compute_returns_and_advantages(gamma=p.gamma, gae_lambda=p.gae_lambda)
         guard = guard_of(self)  # NaN/inf in a loss or gradient: raise or skip (policy.nan_policy)
         optimizer = self.optimizer
@@ -333,13 +332,7 @@ class PPOPolicy(BasePolicy):
                     adv = norm_cache.normalized(adv)
                 # -min(a, b) == max(-a, -b) exactly; one negation fewer than the textbook form
                 pg_loss = -torch.min(adv * ratio, adv * ratio.clamp(low, high)).mean()
-                returns = mb["returns"]
-                if p.clip_value is not None:
-                    old_v = mb["value"]
-                    v_clipped = old_v + (value - old_v).clamp(-p.clip_value, p.clip_value)
-                    v_loss = 0.5 * torch.max((value - returns) ** 2, (v_clipped - returns) ** 2).mean()
-                else:
-                    v_loss = 0.5 * ((value - returns) ** 2).mean()
+                v_loss = value_loss(value, mb["returns"], mb["value"], p.clip_value)
                 loss = pg_loss + p.vf_coef * v_loss
                 if p.ent_coef > 0:
                     entropy = entropy_fn()
