@@ -86,10 +86,12 @@ def test_resume_reproduces_an_uninterrupted_run(tmp_path, build_run):
 @pytest.mark.ray
 def test_td3_streams_on_ray(ray_cluster, tmp_path, build_run):
     """Two env-runner actors stream chunks into the learner actor: the run completes and the weights move."""
-    config = example(*TINY, "engine.total_steps=1024", "env.num_workers=2", "cluster.mode=ray",
+    config = example(*TINY, "engine.total_steps=1024", "env.num_workers=2", "cluster.mode=ray", "logging.log_every=1",
                      "engine.params.sync_every=16", "engine.params.max_staleness=2",
                      "engine.params.max_chunks_in_flight=2")
     engine = build_run(config)
     result = engine.run(tmp_path / "run")
     assert result.stop_reason == "total_steps" and result.env_steps >= 1024
-    assert engine.updates > 0 and engine.policy_group.version > 1
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    versions = [r["perf/weight_version"] for r in rows if "perf/weight_version" in r]
+    assert engine.updates > 0 and versions == sorted(versions) and versions[-1] > 1
