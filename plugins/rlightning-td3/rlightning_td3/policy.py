@@ -31,13 +31,21 @@ import torch
 from rlightning_sac.networks import Critics
 from rlightning_sac.policy import SACPolicy, _adam
 
+from rlightning_core.errors import ConfigError
 from rlightning_core.policy.base import BasePolicy, PolicyOutput, PolicyRole
 from rlightning_core.policy.numerics import guard_of
 from rlightning_core.policy.schedule import UpdateSchedule
 from rlightning_td3.networks import Actor, ScaledActor
 from rlightning_td3.params import TD3Params
 
-__all__ = ["TD3Policy"]
+__all__ = ["TD3Policy", "UnsupportedSpaceError"]
+
+
+class UnsupportedSpaceError(ConfigError, TypeError):
+    """A space td3 cannot act in: a config error on ``policy.type`` (no traceback), and a ``TypeError``."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__([f"policy.type: {message}"])
 
 
 def _dims(observation_space: Any, action_space: Any) -> tuple[int, int]:
@@ -45,13 +53,14 @@ def _dims(observation_space: Any, action_space: Any) -> tuple[int, int]:
     from gymnasium import spaces
 
     if not isinstance(action_space, spaces.Box) or len(action_space.shape) != 1:
-        raise TypeError(f"policy td3 needs a 1-D Box action space (continuous actions), got {action_space}; "
-                        "for discrete actions use the dqn policy")
+        raise UnsupportedSpaceError(f"policy td3 needs a 1-D Box action space (continuous actions), got "
+                                    f"{action_space}; for discrete actions use the dqn policy")
     if not (np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()):
-        raise TypeError(f"policy td3 scales its tanh actor to the action box, whose bounds must be finite; "
-                        f"got {action_space}")
+        raise UnsupportedSpaceError("policy td3 scales its tanh actor to the action box, whose bounds must be "
+                                    f"finite; got {action_space}")
     if not isinstance(observation_space, spaces.Box):
-        raise TypeError(f"policy td3 needs a Box observation space (flat vectors), got {observation_space}")
+        raise UnsupportedSpaceError(f"policy td3 needs a Box observation space (flat vectors), got "
+                                    f"{observation_space}")
     return int(np.prod(observation_space.shape)), int(action_space.shape[0])
 
 
