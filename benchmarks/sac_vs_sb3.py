@@ -66,8 +66,12 @@ def evaluate(act: Any, episodes: int) -> list[float]:
     return returns
 
 
-def run_rlightning(seed: int, steps: int, rollout_steps: int, precision: str, episodes: int) -> dict[str, Any]:
-    """Train ``examples/pendulum_sac.yaml`` (SB3 defaults) in this process; time the iterations."""
+def run_rlightning(seed: int, steps: int, rollout_steps: int, precision: str | None, episodes: int,
+                   config: Path = CONFIG, extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Train ``config`` (default ``examples/pendulum_sac.yaml``, SB3 defaults) in this process; time the iterations.
+
+    ``precision`` overrides ``policy.params.precision`` unless ``None``; ``extra`` are further overrides.
+    """
     import shutil
     import tempfile
 
@@ -77,8 +81,8 @@ def run_rlightning(seed: int, steps: int, rollout_steps: int, precision: str, ep
     from rlightning_core.builders import build_data_buffer, build_engine, build_env_group, build_policy_group
 
     overrides = [*NO_EXTRAS, f"engine.total_steps={steps}", f"engine.params.rollout_steps={rollout_steps}",
-                 f"policy.params.precision={precision}", f"seed={seed}"]
-    cfg = load_config(CONFIG, overrides=overrides)
+                 f"seed={seed}", *extra] + ([f"policy.params.precision={precision}"] if precision is not None else [])
+    cfg = load_config(config, overrides=overrides)
     env_group = build_env_group(cfg.env, seed=cfg.seed)
     policy_group = build_policy_group(cfg.policy.type, cfg.policy, cfg.cluster)
     buffer = build_data_buffer(cfg.buffer.type, cfg.buffer)

@@ -1,0 +1,228 @@
+r"""Twin Delayed DDPG (Fujimoto et al., 2018, "Addressing Function Approximation Error in Actor-Critic Methods").
+
+One class serves both roles: a rollout copy (``ROLLOUT``) only runs :meth:`TD3Policy.act`; a learner (``LEARNER``)
+also owns the optimizers and runs :meth:`TD3Policy.learn` on a replay buffer. Per gradient update ``k``:
+
+1. target policy smoothing: :math:`a' = \operatorname{clip}(\mu'(s') + \operatorname{clip}(\epsilon, -c, c),
+   -1, 1)` with :math:`\epsilon \sim \mathcal{N}(0, \sigma^2)` (``target_noise`` :math:`\sigma`,
+   ``target_noise_clip`` :math:`c`) and the target actor :math:`\mu'`;
+2. critics, towards the smaller of the twin target critics (clipped double Q):
+   :math:`y = r + d\,(1 - \text{term}) \min_{j=1,2} Q'_j(s', a')`,
+   :math:`L(Q) = \sum_j \mathbb{E}[w (Q_j(s, a) - y)^2]` with importance weights ``w`` (ones unless the buffer
+   is prioritized), ``r`` the buffer's (n-step) return and ``d`` its ``discount``;
+3. every ``policy_delay`` updates (when :math:`k \bmod` ``policy_delay`` :math:`= 0`): the actor ascends the first
+   critic, :math:`L(\mu) = -\mathbb{E}[Q_1(s, \mu(s))]` (critic weights read as constants), then the target
+   actor and target critics move: :math:`\theta' \leftarrow (1-\tau)\theta' + \tau\theta`.
+
+Rollout copies act with :math:`\operatorname{clip}(\mu(s) + \mathcal{N}(0, \text{action\_noise}^2), -1, 1)`, and
+uniformly at random until they receive trained weights (the warm-up of ``learning_starts`` transitions).
+Actions live in ``[-1, 1]`` (what the buffer stores and the critics see); ``env_actions`` rescales them to the
+action box. The critics are SAC's ensemble (:class:`rlightning_sac.networks.Critics`); generator state,
+schedule and counters are saved and restored as SAC's are.
+"""
+
+from __future__ import annotations
+
+from copy import deepcopy
+from typing import Any
+
+import numpy as np
+import torch
+from rlightning_sac.networks import Critics
+from rlightning_sac.policy import SACPolicy, _adam
+
+from rlightning_core.errors import ConfigError
+from rlightning_core.policy.base import BasePolicy, PolicyOutput, PolicyRole
+from rlightning_core.policy.numerics import guard_of
+from rlightning_core.policy.schedule import UpdateSchedule
+from rlightning_td3.networks import Actor, ScaledActor
+from rlightning_td3.params import TD3Params
+
+__all__ = ["TD3Policy", "UnsupportedSpaceError"]
+
+
+class UnsupportedSpaceError(ConfigError, TypeError):
+    """A space td3 cannot act in: a config error on ``policy.type`` (no traceback), and a ``TypeError``."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__([f"policy.type: {message}"])
+
+
+def _dims(observation_space: Any, action_space: Any) -> tuple[int, int]:
+    """Flat observation and action widths; refuses what TD3 cannot act in."""
+    from gymnasium import spaces
+
+    if not isinstance(action_space, spaces.Box) or len(action_space.shape) != 1:
+        raise UnsupportedSpaceError(f"policy td3 needs a 1-D Box action space (continuous actions), got "
+                                    f"{action_space}; for discrete actions use the dqn policy")
+    if not (np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()):
+        raise UnsupportedSpaceError("policy td3 scales its tanh actor to the action box, whose bounds must be "
+                                    f"finite; got {action_space}")
+    if not isinstance(observation_space, spaces.Box):
+        raise UnsupportedSpaceError(f"policy td3 needs a Box observation space (flat vectors), got "
+                                    f"{observation_space}")
+    return int(np.prod(observation_space.shape)), int(action_space.shape[0])
+
+
+def _polyak(target: torch.nn.Module, online: torch.nn.Module, tau: float) -> None:
+    with torch.no_grad():
+        for t, o in zip(target.parameters(), online.parameters(), strict=True):
+            t.lerp_(o, tau)
+
+
+class TD3Policy(BasePolicy):
+    """TD3: a deterministic tanh actor, twin critics, target networks, smoothing and delayed actor updates."""
+
+    default_buffer = "replay"
+    extras_spec: dict[str, tuple[tuple[int, ...], Any]] = {}
+
+    def __init__(self, params: TD3Params, *, observation_space: Any, action_space: Any,
+                 role: PolicyRole = PolicyRole.LEARNER, device: str = "cpu", seed: int = 0) -> None:
+        super().__init__(params, observation_space=observation_space, action_space=action_space, role=role,
+                         device=device, seed=seed)
+        obs_dim, self.act_dim = _dims(observation_space, action_space)
+        hidden = [int(h) for h in params.hidden_sizes]
+        torch.manual_seed(seed)  # parameter initialization is a function of the seed alone
+        self.actor = Actor(obs_dim, self.act_dim, hidden, params.activation).to(device)
+        self.actor_target = deepcopy(self.actor).requires_grad_(False)
+        self.critic = Critics(2, obs_dim, self.act_dim, hidden, params.activation).to(device)
+        self.critic_target = deepcopy(self.critic).requires_grad_(False)
+        self.low = np.asarray(action_space.low, dtype=np.float32)
+        self.high = np.asarray(action_space.high, dtype=np.float32)
+        #: CPU generator: replay draws and exploration noise; ``noise_generator`` draws the smoothing noise.
+        self.generator = torch.Generator(device="cpu").manual_seed(seed + 1)
+        self.noise_generator = torch.Generator(device=device).manual_seed(seed + 2)
+        self.schedule = UpdateSchedule(params.utd_ratio, params.learning_starts)
+        self.num_updates = 0
+        self.actor_optimizer: torch.optim.Optimizer | None = None
+        self.critic_optimizer: torch.optim.Optimizer | None = None
+        if role is PolicyRole.LEARNER:
+            self.actor_optimizer = _adam(self.actor.parameters(), params.lr)
+            self.critic_optimizer = _adam(self.critic.parameters(), params.lr)
+
+    # -- rollout ---------------------------------------------------------------------------------------------
+    _obs = SACPolicy._obs
+
+    def act(self, obs: np.ndarray, *, deterministic: bool = False) -> PolicyOutput:
+        """Actions in ``[-1, 1]`` (stored) and rescaled to the action box (sent to the envs).
+
+        ``deterministic`` takes the actor's output. Otherwise Gaussian ``action_noise`` is added and the sum
+        clipped, and until the rollout copy holds trained weights the actions are uniform over the box.
+        """
+        with torch.inference_mode():
+            x = self._obs(obs)
+            if not deterministic and not bool(self.actor.trained):
+                actions = torch.rand((x.shape[0], self.act_dim), generator=self.generator) * 2.0 - 1.0
+            else:
+                actions = self.actor(x).cpu()
+                if not deterministic and self.params.action_noise > 0:
+                    noise = torch.randn(actions.shape, generator=self.generator)
+                    actions = (actions + self.params.action_noise * noise).clamp(-1.0, 1.0)
+            out = actions.numpy()
+        env_actions = np.clip(self.low + 0.5 * (out + 1.0) * (self.high - self.low), self.low, self.high)
+        return PolicyOutput(actions=out, env_actions=env_actions.astype(np.float32, copy=False))
+
+    def export_module(self) -> torch.nn.Module:
+        """What ``act(obs, deterministic=True)`` sends to the envs, as a module (for ``rlightning export``)."""
+        return ScaledActor(self.actor, self.low, self.high)
+
+    # -- training --------------------------------------------------------------------------------------------
+    def learn(self, buffer: Any, *, progress: float = 0.0) -> dict[str, float]:
+        """Make the gradient updates the new data warrants (``utd_ratio``); returns their mean losses.
+
+        Metrics: ``loss/critic``, ``stats/q_mean`` (means over this call's updates), ``loss/actor`` (mean over
+        its actor updates, when it made any), ``stats/updates``, ``stats/actor_updates`` (this call's) and
+        ``stats/num_updates`` (all so far). A call with no update due returns only the counters.
+        """
+        if self.critic_optimizer is None:
+            raise RuntimeError("learn() called on a rollout copy of td3")
+        if not hasattr(buffer, "sample"):
+            raise TypeError(f"td3 learns from a replay buffer (buffer.type: replay), got {type(buffer).__name__}")
+        if hasattr(buffer, "set_progress"):
+            buffer.set_progress(progress)
+        n = self.schedule.due(buffer)
+        metrics: dict[str, float] = {"stats/updates": float(n), "stats/actor_updates": 0.0}
+        guard_of(self).begin_learn()  # NaN/inf in a loss or gradients: raise or skip (policy.nan_policy)
+        if n:
+            prioritized = bool(getattr(getattr(buffer, "params", None), "prioritized", False))
+            sums = torch.zeros(4, device=self.device)
+            for _ in range(n):
+                sums += self._update(buffer, prioritized)
+            critic, q_mean, actor, actor_updates = sums.tolist()
+            metrics.update({"loss/critic": critic / n, "stats/q_mean": q_mean / n,
+                            "stats/actor_updates": actor_updates})
+            if actor_updates:
+                metrics["loss/actor"] = actor / actor_updates
+            self.actor.trained.fill_(1.0)
+        metrics["stats/num_updates"] = float(self.num_updates)
+        metrics.update(guard_of(self).metrics())
+        return metrics
+
+    def target_actions(self, next_obs: torch.Tensor) -> torch.Tensor:
+        """The target actor's actions with clipped Gaussian noise (target policy smoothing), in ``[-1, 1]``."""
+        p = self.params
+        with torch.no_grad():
+            mu = self.actor_target(next_obs)
+            noise = torch.randn(mu.shape, generator=self.noise_generator, device=self.device)
+            noise = (noise * p.target_noise).clamp(-p.target_noise_clip, p.target_noise_clip)
+            return (mu + noise).clamp(-1.0, 1.0)
+
+    def _update(self, buffer: Any, prioritized: bool) -> torch.Tensor:
+        """One critic update, and an actor + target update when due.
+
+        Returns ``[critic loss, mean Q, actor loss, 1 if the actor moved]`` as one tensor (no host sync per update).
+        """
+        assert self.actor_optimizer is not None and self.critic_optimizer is not None
+        p = self.params
+        batch = self.on_device(buffer.sample(p.batch_size, generator=self.generator))
+        obs, actions = batch["obs"].float().flatten(1), batch["actions"].float()
+        next_obs = batch["next_obs"].float().flatten(1)
+        bootstrap = batch["discount"] * (1.0 - batch["terminated"])
+        guard = guard_of(self)
+        self.num_updates += 1
+        with torch.no_grad():
+            next_actions = self.target_actions(next_obs)  # 1. target policy smoothing
+            # 2. clipped double-Q target
+            target = batch["rewards"] + bootstrap * self.critic_target(next_obs, next_actions).min(0).values
+        q = self.critic(obs, actions)
+        td = q - target
+        critic_loss = (batch["weights"] * td.square()).mean(-1).sum()
+        self.critic_optimizer.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        critic_ok = guard.check({"loss/critic": critic_loss}, guard.grad_norm(self.critic.parameters()),
+                                where="td3 critic update", optimizers=[self.critic_optimizer])
+        if critic_ok:
+            self.critic_optimizer.step()
+        if prioritized and critic_ok:
+            buffer.update_priorities(batch["indices"], td.detach().abs().mean(0))
+        # 3. delayed actor update, then the targets
+        actor_loss = torch.zeros((), device=self.device)
+        delayed = self.num_updates % p.policy_delay == 0
+        if delayed:
+            actor_loss = -self.critic(obs, self.actor(obs), detach_params=True)[0].mean()
+            self.actor_optimizer.zero_grad(set_to_none=True)
+            actor_loss.backward()
+            if guard.check({"loss/actor": actor_loss}, guard.grad_norm(self.actor.parameters()),
+                           where="td3 actor update", optimizers=[self.actor_optimizer]):
+                self.actor_optimizer.step()
+            _polyak(self.critic_target, self.critic, p.tau)
+            _polyak(self.actor_target, self.actor, p.tau)
+        with torch.no_grad():
+            return torch.stack([critic_loss.detach(), q.detach().mean(), actor_loss.detach(),
+                                torch.tensor(float(delayed), device=self.device)])
+
+    # -- state -----------------------------------------------------------------------------------------------
+    def modules(self) -> dict[str, Any]:
+        """Actor, critics and their targets."""
+        return {"actor": self.actor, "actor_target": self.actor_target, "critic": self.critic,
+                "critic_target": self.critic_target}
+
+    def optimizers(self) -> dict[str, Any]:
+        """Adam of actor and critics; learners only."""
+        opts = {"actor": self.actor_optimizer, "critic": self.critic_optimizer}
+        return {k: v for k, v in opts.items() if v is not None}
+
+    #: Generators, update schedule and counter: the same fields as SAC's, saved and restored the same way
+    #: (including a noise generator saved on another device kind).
+    extra_state = SACPolicy.extra_state
+    load_extra_state = SACPolicy.load_extra_state

@@ -1,0 +1,29 @@
+"""The ``td3`` policy passes rlightning's conformance kit (``conformance`` comes from rlightning's pytest plugin)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gymnasium import spaces
+
+SMALL = {"hidden_sizes": [32, 32], "batch_size": 32, "learning_starts": 32}
+
+
+@pytest.mark.parametrize("obs_space, act_space", [
+    (spaces.Box(-1.0, 1.0, (3,), np.float32), spaces.Box(-2.0, 2.0, (1,), np.float32)),
+    (spaces.Box(-1.0, 1.0, (4,), np.float32),
+     spaces.Box(np.array([-1.0, 0.0], np.float32), np.array([1.0, 5.0], np.float32), dtype=np.float32)),
+    (spaces.Box(0.0, 1.0, (2, 3), np.float32), spaces.Box(-1.0, 1.0, (2,), np.float32)),
+], ids=["pendulum-like", "asymmetric-bounds", "2d-observations"])
+def test_td3_conforms(conformance, obs_space, act_space):
+    conformance.check_policy("td3", SMALL, observation_space=obs_space, action_space=act_space,
+                             learn_iterations=2)
+
+
+@pytest.mark.parametrize("extra", [
+    {"policy_delay": 1, "action_noise": 0.0, "target_noise": 0.0},
+    {"utd_ratio": 0.5, "policy_delay": 3, "activation": "tanh"},
+], ids=["ddpg-like", "utd-and-delay"])
+def test_td3_variants_conform(conformance, extra):
+    conformance.check_policy("td3", {**SMALL, **extra}, observation_space=spaces.Box(-1.0, 1.0, (3,), np.float32),
+                             action_space=spaces.Box(-2.0, 2.0, (1,), np.float32), learn_iterations=2)
