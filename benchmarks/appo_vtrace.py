@@ -3,14 +3,16 @@
 CartPole-v1 from ``examples/cartpole_appo_ray.yaml`` with 4 env-runner actors streaming 32-step chunks while the
 learner actor sleeps ``--delay`` seconds after every update (the ``appo`` benchmark knob
 ``policy.params.learner_delay_s``; 0 by default), publishing its weights after each. The runners keep collecting
-with the weights they last received, up to ``max_chunks_in_flight`` chunks ahead, so rollouts lag the learner
+with the weights they last received, up to ``max_chunks_in_flight`` chunks ahead, and each learn call takes the
+oldest ``max_chunks_per_learn`` ready chunks (one rollout), so the others queue and rollouts lag the learner
 (``perf/policy_lag_*``: versions behind when a chunk reaches the driver; ``async/policy_lag_*``: when it enters the
 learner's buffer).
 The same run is made with ``vtrace: false`` (every importance ratio taken as 1: no
 correction). Printed side by side: the lag, final / best evaluation return, solved (>= 475) and wall time.
 
-    python benchmarks/appo_vtrace.py            # 100k env steps per variant
-    python benchmarks/appo_vtrace.py --quick    # 30k steps per variant
+    python benchmarks/appo_vtrace.py                 # 100k env steps per variant, seeds 1 2 3
+    python benchmarks/appo_vtrace.py --quick         # 30k steps per variant
+    python benchmarks/appo_vtrace.py --per-learn 0   # every ready chunk per learn call (lag ~1)
 
 The Ray cluster is local (loopback, ``num_cpus`` set, no dashboard) and shut down at the end. Numbers depend on
 the machine's load (printed first); see docs/benchmarks.md.
@@ -33,13 +35,14 @@ from _common import ROOT, setup
 CONFIG = ROOT / "examples" / "cartpole_appo_ray.yaml"
 
 
-def run_variant(vtrace: bool, steps: int, delay: float, seed: int) -> dict:
+def run_variant(vtrace: bool, steps: int, delay: float, seed: int, per_learn: int | None) -> dict:
     """Train one variant on the running Ray cluster; lag and eval returns from its metrics.jsonl."""
     from rlightning_core import load_config
     from rlightning_core.builders import build_data_buffer, build_engine, build_env_group, build_policy_group
 
     overrides = [f"seed={seed}", "env.num_workers=4", f"engine.total_steps={steps}", "engine.eval_every=8",
                  "engine.params.max_chunks_in_flight=4", "engine.params.max_staleness=8",
+                 f"engine.params.max_chunks_per_learn={'null' if per_learn is None else per_learn}",
                  f"policy.params.vtrace={str(vtrace).lower()}", f"policy.params.learner_delay_s={delay}",
                  "checkpoint.every=0", "checkpoint.at_end=false", "logging.progress=false",
                  "logging.level=WARNING", "logging.log_every=1"]
@@ -61,7 +64,7 @@ def run_variant(vtrace: bool, steps: int, delay: float, seed: int) -> dict:
     in_mean = [r["async/policy_lag_mean"] for r in rows if "async/policy_lag_mean" in r]
     in_max = [r["async/policy_lag_max"] for r in rows if "async/policy_lag_max" in r]
     evals = [r["eval/episode_return_mean"] for r in rows if "eval/episode_return_mean" in r]
-    return {"vtrace": vtrace, "lag_mean": sum(lag_mean) / len(lag_mean) if lag_mean else float("nan"),
+    return {"vtrace": vtrace, "seed": seed, "lag_mean": sum(lag_mean) / len(lag_mean) if lag_mean else float("nan"),
             "lag_max": max(lag_max) if lag_max else float("nan"),
             "in_mean": sum(in_mean) / len(in_mean) if in_mean else float("nan"),
             "in_max": max(in_max) if in_max else float("nan"), "final": evals[-1] if evals else float("nan"),
@@ -73,30 +76,43 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="30k env steps per variant instead of 100k")
     ap.add_argument("--delay", type=float, default=0.5, help="learner sleep per update, seconds")
-    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    ap.add_argument("--per-learn", type=int, default=4,
+                    help="engine.params.max_chunks_per_learn (0: every ready chunk); 4 is one rollout")
     args = ap.parse_args()
     steps = 30_000 if args.quick else 100_000
-    setup(f"APPO on Ray, CartPole-v1, 4 env runners, learner sleeping {args.delay} s per update, {steps:,} steps")
+    per_learn = args.per_learn or None
+    setup(f"APPO on Ray, CartPole-v1, 4 env runners, learner sleeping {args.delay} s per update, "
+          f"max_chunks_per_learn={per_learn}, {steps:,} steps, seeds {args.seeds}")
     import ray
 
     ray.init(num_cpus=6, include_dashboard=False, _node_ip_address="127.0.0.1", logging_level="ERROR",
              log_to_driver=False)
     try:
         rows = []
-        for vtrace in (True, False):
-            row = run_variant(vtrace, steps, args.delay, args.seed)
-            rows.append(row)
-            print(f"    vtrace={str(vtrace).lower():<5} done in {row['wall_s']:.0f} s "
-                  f"(load {os.getloadavg()[0]:.2f})", flush=True)
+        for seed in args.seeds:
+            for vtrace in (True, False):
+                row = run_variant(vtrace, steps, args.delay, seed, per_learn)
+                rows.append(row)
+                print(f"    seed {seed} vtrace={str(vtrace).lower():<5} done in {row['wall_s']:.0f} s "
+                      f"(load {os.getloadavg()[0]:.2f})", flush=True)
     finally:
         ray.shutdown()
-    print(f"{'':>14}" + "".join(f"{'vtrace: ' + str(r['vtrace']).lower():>16}" for r in rows))
-    for label, key, fmt in (("perf lag mean", "lag_mean", "{:.2f}"), ("perf lag max", "lag_max", "{:.0f}"),
-                            ("async lag mean", "in_mean", "{:.2f}"), ("async lag max", "in_max", "{:.0f}"),
-                            ("final eval", "final", "{:.1f}"), ("best eval", "best", "{:.1f}"),
-                            ("solved (>=475)", "solved", "{}"), ("env steps", "env_steps", "{:,}"),
-                            ("wall s", "wall_s", "{:.0f}")):
-        print(f"{label:>14}" + "".join(f"{fmt.format(r[key]):>16}" for r in rows))
+    cols = (("seed", "seed", "{}"), ("vtrace", "vtrace", "{}"), ("perf lag", "lag_mean", "{:.2f}"),
+            ("async lag", "in_mean", "{:.2f}"), ("async max", "in_max", "{:.0f}"), ("final", "final", "{:.1f}"),
+            ("best", "best", "{:.1f}"), ("solved", "solved", "{}"), ("env steps", "env_steps", "{:,}"),
+            ("wall s", "wall_s", "{:.0f}"))
+    print("".join(f"{label:>11}" for label, _, _ in cols))
+    for r in rows:
+        print("".join(f"{fmt.format(r[key]):>11}" for _, key, fmt in cols))
+    for vtrace in (True, False):
+        mine = [r for r in rows if r["vtrace"] is vtrace]
+        solved = [r for r in mine if r["solved"]]
+        mean_final = sum(r["final"] for r in mine) / len(mine)
+        mean_lag = sum(r["in_mean"] for r in mine) / len(mine)
+        steps_to = (f"{sum(r['env_steps'] for r in solved) / len(solved):,.0f}" if solved else "-")
+        print(f"  vtrace={str(vtrace).lower():<5}: solved {len(solved)}/{len(mine)}, mean final eval "
+              f"{mean_final:.1f}, mean async lag {mean_lag:.2f}, mean env steps to solve {steps_to}")
     print(f"  load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

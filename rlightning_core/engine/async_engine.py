@@ -13,7 +13,8 @@ Two shapes behind one engine, chosen by whether the execution runs submitted wor
   (chunks travel runner -> object store -> learner); two learn calls are kept queued so the learner never waits
   for the driver; every ``sync_every`` updates the learner's weights are published through the object store,
   queued behind each runner's current chunk, so neither side waits for the other. A runner pauses while
-  ``max_chunks_in_flight`` of its chunks are unconsumed (the learner sets the pace).
+  ``max_chunks_in_flight`` of its chunks are unconsumed (the learner sets the pace). A learn call takes every
+  ready chunk, or the oldest ``max_chunks_per_learn`` of them.
 
 Every chunk carries the weight version it was collected with; its *policy lag* is the learner's version when
 it enters the buffer minus that version. Chunks whose lag exceeds ``max_staleness`` are dropped, so no
@@ -177,8 +178,10 @@ class Stream:
                 self.unconsumed[i] += 1
 
     def _submit_learn(self) -> None:
+        most = self.engine.params.max_chunks_per_learn
         while self.ready and len(self.learning) < LEARN_PIPELINE:
-            chunks, self.ready = self.ready, []
+            take = len(self.ready) if most is None else most
+            chunks, self.ready = self.ready[:take], self.ready[take:]
             progress = min(1.0, self.engine.env_steps / self.engine.config.engine.total_steps)
             ref = self.execution.start_learn(progress, [c for c, _ in chunks], version=self.execution.version,
                                              max_staleness=self.engine.params.max_staleness)

@@ -35,3 +35,8 @@ class AsyncEngineParams:
     max_chunks_in_flight: int = field(default=2, validator=ge(1))
     """Ray: chunks per env runner that may be in collection or waiting for the learner at once. A runner whose
     chunks wait pauses (``perf/rollout_idle_frac``); more keeps runners busy but raises the policy lag."""
+    max_chunks_per_learn: int | None = field(default=None, validator=ge(1))
+    """Ray: most chunks one learn call takes, oldest first (IMPALA's fixed learner batch); the rest wait for the
+    next call. ``null``: every chunk that is ready. Below ``num_workers * max_chunks_in_flight`` a learner slower
+    than the runners builds a queue, so chunks reach it older: the way to get a policy lag of several versions
+    (``async/policy_lag_*``)."""

@@ -263,3 +263,43 @@ def test_the_streaming_shape_trains_on_a_local_execution_too(tmp_path, build_run
     versions = [r["perf/weight_version"] for r in got]
     assert versions == sorted(versions) and versions[-1] > 1  # publish_weights bumped the version
     assert engine.policy_group.rollout.weight_version == engine.policy_group.version  # published into the copy
+
+
+
+@needs_plugins
+def test_max_chunks_per_learn_caps_each_learn_call_and_queues_the_rest(tmp_path, build_run):
+    """``max_chunks_per_learn`` hands the learner at most that many chunks per call, oldest first; the others wait
+    in the driver's queue, so they reach the learner older (IMPALA's fixed learner batch). Driven through a
+    LocalExecution (the streaming calls run at submission), the queue and so the lags are deterministic."""
+    from rlightning_core.engine.async_engine import Stream
+
+    def run(most: int | None) -> tuple[list[int], list[float], int]:
+        config = example("pendulum_sac", *SAC_TINY, "engine.total_steps=1536", "engine.params.sync_every=1",
+                         "engine.params.max_chunks_in_flight=3", "engine.params.max_staleness=null",
+                         f"engine.params.max_chunks_per_learn={'null' if most is None else most}",
+                         "env.num_workers=2", "logging.log_every=1")
+        engine = build_run(config)
+        engine.stream = Stream(engine)
+        sizes: list[int] = []
+        start_learn = engine.execution.start_learn
+
+        def counted(progress, chunks, **kw):
+            sizes.append(len(chunks))
+            return start_learn(progress, chunks, **kw)
+
+        engine.execution.start_learn = counted
+        run_dir = tmp_path / f"run-{most}"
+        result = engine.run(run_dir)
+        assert result.env_steps == 1536
+        lags = [r["async/policy_lag_max"] for r in rows(run_dir) if "async/policy_lag_max" in r]
+        ex = engine.execution
+        per_chunk = ex.steps_per_collect(config.engine.params.rollout_steps) // ex.num_runners
+        return sizes, lags, result.env_steps // per_chunk
+
+    every, every_lags, chunks = run(None)
+    capped, capped_lags, _ = run(1)
+    assert max(every) == 2 and max(capped) == 1  # every ready chunk (one per runner per event) vs one per call
+    # nothing is lost: every chunk but the runners' last in-flight ones (3 each) reached the learner
+    assert chunks - 6 <= sum(every) <= chunks and chunks - 6 <= sum(capped) <= chunks
+    # the queue makes chunks older: each waits behind weights published after every call before its own
+    assert max(capped_lags) > max(every_lags) and max(capped_lags) >= 3
