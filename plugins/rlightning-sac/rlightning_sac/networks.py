@@ -87,9 +87,15 @@ class EnsembleLinear(nn.Module):
         self.weight = nn.Parameter(torch.empty(n, in_features, out_features).uniform_(-bound, bound))
         self.bias = nn.Parameter(torch.empty(n, 1, out_features).uniform_(-bound, bound))
 
-    def forward(self, x: torch.Tensor, detach: bool = False) -> torch.Tensor:
-        """``x @ W + b`` per member; ``detach`` reads the parameters without tracking their gradients."""
+    def forward(self, x: torch.Tensor, detach: bool = False, members: int | None = None) -> torch.Tensor:
+        """``x @ W + b`` per member.
+
+        ``detach`` reads the parameters without tracking their gradients; ``members`` uses only the first that
+        many (``x`` then has that many rows).
+        """
         weight, bias = (self.weight.detach(), self.bias.detach()) if detach else (self.weight, self.bias)
+        if members is not None:
+            weight, bias = weight[:members], bias[:members]
         return torch.baddbmm(bias, x, weight)
 
 
@@ -104,18 +110,21 @@ class Critics(nn.Module):
         self.out = EnsembleLinear(n, widths[-1], 1)
         self.activation = _FUNCTIONAL[activation]
 
-    def forward(self, obs: torch.Tensor, actions: torch.Tensor, detach_params: bool = False) -> torch.Tensor:
-        """Q values of every member for a batch, ``[n, B]``.
+    def forward(self, obs: torch.Tensor, actions: torch.Tensor, detach_params: bool = False,
+                members: int | None = None) -> torch.Tensor:
+        """Q values of every member (or of the first ``members``) for a batch, ``[n, B]``.
 
         Args:
             obs: observations ``[B, obs_dim]``.
             actions: actions ``[B, act_dim]`` (in the squashed ``[-1, 1]`` space).
             detach_params: use the weights as constants (gradients still flow into ``obs`` and ``actions``).
+            members: evaluate only the first this many critics (TD3's actor loss reads ``Q_1`` alone).
         """
-        x = torch.cat([obs, actions], dim=-1).unsqueeze(0).expand(self.n, -1, -1)
+        n = self.n if members is None else members
+        x = torch.cat([obs, actions], dim=-1).unsqueeze(0).expand(n, -1, -1)
         for layer in self.hidden:
-            x = self.activation(layer(x, detach_params))
-        return self.out(x, detach_params).squeeze(-1)
+            x = self.activation(layer(x, detach_params, members))
+        return self.out(x, detach_params, members).squeeze(-1)
 
 
 class EntropyCoef(nn.Module):

@@ -187,3 +187,20 @@ def test_a_noise_generator_saved_on_another_device_kind_reseeds_deterministicall
         draws.append(torch.randn(4, generator=policy.noise_generator))
     assert torch.equal(draws[0], draws[1])
     assert not torch.equal(draws[0], torch.randn(4, generator=make(seed=0).noise_generator))
+
+
+def test_critics_can_evaluate_only_their_first_members():
+    """``members=k`` evaluates the first ``k`` critics alone (TD3's actor loss reads Q_1 only): the same values
+    as the full ensemble's first rows, and no gradient reaches the other critics' weights."""
+    from rlightning_sac.networks import Critics
+
+    torch.manual_seed(0)
+    critics = Critics(3, 4, 2, [16, 8], "relu")
+    obs, actions = torch.randn(5, 4), torch.randn(5, 2)
+    full = critics(obs, actions)
+    first = critics(obs, actions, members=1)
+    assert first.shape == (1, 5)
+    torch.testing.assert_close(first, full[:1])
+    first.sum().backward()
+    grads = [layer.weight.grad for layer in [*critics.hidden, critics.out]]
+    assert all(g[0].abs().sum() > 0 and g[1:].abs().sum() == 0 for g in grads)

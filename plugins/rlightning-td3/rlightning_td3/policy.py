@@ -199,7 +199,7 @@ class TD3Policy(BasePolicy):
         actor_loss = torch.zeros((), device=self.device)
         delayed = self.num_updates % p.policy_delay == 0
         if delayed:
-            actor_loss = -self.critic(obs, self.actor(obs), detach_params=True)[0].mean()
+            actor_loss = -self.critic(obs, self.actor(obs), detach_params=True, members=1)[0].mean()
             self.actor_optimizer.zero_grad(set_to_none=True)
             actor_loss.backward()
             if guard.check({"loss/actor": actor_loss}, guard.grad_norm(self.actor.parameters()),
