@@ -137,6 +137,33 @@ def returns_of(rows: list[dict[str, Any]]) -> tuple[float, float]:
     return statistics.fmean(values), statistics.stdev(values) / len(values) ** 0.5 if len(values) > 1 else 0.0
 
 
+def side_by_side(seeds: range, run_ours: Any, run_theirs: Any, target_ratio: float) -> float:
+    """Run ``run_ours(seed)`` and ``run_theirs(seed)`` alternately per seed, print both and the verdicts.
+
+    Each returns a row with ``train_s``, ``wall_s``, ``updates`` and ``returns``. Returns the train-time ratio.
+    """
+    ours: list[dict[str, Any]] = []
+    sb3: list[dict[str, Any]] = []
+    for seed in seeds:
+        for name, rows, fn in (("rlightning", ours, run_ours), ("stable-baselines3", sb3, run_theirs)):
+            row = fn(seed)
+            rows.append(row)
+            print(f"    seed {seed} {name:<18} train {row['train_s']:8.1f} s  (wall {row['wall_s']:7.1f} s, "
+                  f"{row['updates']:,} updates)  eval return {np.mean(row['returns']):8.1f}", flush=True)
+    ratio = mean(ours, "train_s") / mean(sb3, "train_s")
+    (r_ours, se_ours), (r_sb3, se_sb3) = returns_of(ours), returns_of(sb3)
+    print(f"\n  {'variant':<20}{'train s':>10}{'wall s':>10}{'updates':>10}{'return':>10}{'+- s.e.':>9}")
+    for name, rows in (("rlightning", ours), ("stable-baselines3", sb3)):
+        r, se = returns_of(rows)
+        print(f"  {name:<20}{mean(rows, 'train_s'):>10.1f}{mean(rows, 'wall_s'):>10.1f}"
+              f"{mean(rows, 'updates'):>10,.0f}{r:>10.1f}{se:>9.1f}")
+    print(f"  time ratio rlightning / SB3 = {ratio:.3f} (target <= {target_ratio}): {verdict(ratio <= target_ratio)}")
+    print(f"  final return {r_ours:.1f} +- {se_ours:.1f} vs SB3 {r_sb3:.1f} +- {se_sb3:.1f} (target: at least SB3's; "
+          f"difference {r_ours - r_sb3:+.1f}, {abs(r_ours - r_sb3) / max(np.hypot(se_ours, se_sb3), 1e-9):.1f} "
+          f"standard errors): {verdict(r_ours >= r_sb3)}")
+    return ratio
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20_000, help="env steps per run (default 20000)")
@@ -165,28 +192,8 @@ def main() -> None:
           f"{args.rollout_steps}, final eval {args.eval_episodes} deterministic episodes (same env seeds)")
     run_rlightning(0, 300, args.rollout_steps, "fp32", 1)  # untimed warm-up: imports, first calls
     run_sb3(0, 300, 1)
-    ours: list[dict[str, Any]] = []
-    sb3: list[dict[str, Any]] = []
-    for seed in seeds:
-        for name, rows, fn in (("rlightning", ours, lambda s=seed: run_rlightning(s, args.steps, args.rollout_steps,
-                                                                                    "fp32", args.eval_episodes)),
-                               ("stable-baselines3", sb3, lambda s=seed: run_sb3(s, args.steps, args.eval_episodes))):
-            row = fn()
-            rows.append(row)
-            print(f"    seed {seed} {name:<18} train {row['train_s']:8.1f} s  (wall {row['wall_s']:7.1f} s, "
-                  f"{row['updates']:,} updates)  eval return {np.mean(row['returns']):8.1f}", flush=True)
-    ratio = mean(ours, "train_s") / mean(sb3, "train_s")
-    (r_ours, se_ours), (r_sb3, se_sb3) = returns_of(ours), returns_of(sb3)
-    print(f"\n  {'variant':<20}{'train s':>10}{'wall s':>10}{'updates':>10}{'return':>10}{'+- s.e.':>9}")
-    for name, rows in (("rlightning", ours), ("stable-baselines3", sb3)):
-        r, se = returns_of(rows)
-        print(f"  {name:<20}{mean(rows, 'train_s'):>10.1f}{mean(rows, 'wall_s'):>10.1f}"
-              f"{mean(rows, 'updates'):>10,.0f}{r:>10.1f}{se:>9.1f}")
-    print(f"  time ratio rlightning / SB3 = {ratio:.3f} (target <= {args.target_ratio}): "
-          f"{verdict(ratio <= args.target_ratio)}")
-    print(f"  final return {r_ours:.1f} +- {se_ours:.1f} vs SB3 {r_sb3:.1f} +- {se_sb3:.1f} (target: at least SB3's; "
-          f"difference {r_ours - r_sb3:+.1f}, {abs(r_ours - r_sb3) / max(np.hypot(se_ours, se_sb3), 1e-9):.1f} "
-          f"standard errors): {verdict(r_ours >= r_sb3)}")
+    ratio = side_by_side(seeds, lambda s: run_rlightning(s, args.steps, args.rollout_steps, "fp32", args.eval_episodes),
+                         lambda s: run_sb3(s, args.steps, args.eval_episodes), args.target_ratio)
 
     if args.bf16_steps:
         print(f"\n(b) precision bf16 (autocast): {args.bf16_steps:,} env steps, against fp32 rlightning of the "

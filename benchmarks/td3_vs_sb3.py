@@ -31,8 +31,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import ROOT, setup, verdict
-from sac_vs_sb3 import evaluate, mean, returns_of
+from _common import ROOT, setup
+from sac_vs_sb3 import evaluate, side_by_side
 from sac_vs_sb3 import run_rlightning as _run
 
 CONFIG = ROOT / "examples" / "pendulum_td3.yaml"
@@ -101,29 +101,9 @@ def main() -> None:
           f"rollout_steps {args.rollout_steps}, final eval {args.eval_episodes} deterministic episodes")
     run_rlightning(0, 300, args.rollout_steps, 100, 1)  # untimed warm-up: imports, first calls
     run_sb3(0, 300, 100, 1)
-    ours: list[dict[str, Any]] = []
-    sb3: list[dict[str, Any]] = []
-    for seed in seeds:
-        for name, rows, fn in (
-                ("rlightning", ours, lambda s=seed: run_rlightning(s, args.steps, args.rollout_steps,
-                                                                   args.learning_starts, args.eval_episodes)),
-                ("stable-baselines3", sb3, lambda s=seed: run_sb3(s, args.steps, args.learning_starts,
-                                                                  args.eval_episodes))):
-            row = fn()
-            rows.append(row)
-            print(f"    seed {seed} {name:<18} train {row['train_s']:8.1f} s  (wall {row['wall_s']:7.1f} s, "
-                  f"{row['updates']:,} updates)  eval return {np.mean(row['returns']):8.1f}", flush=True)
-    ratio = mean(ours, "train_s") / mean(sb3, "train_s")
-    (r_ours, se_ours), (r_sb3, se_sb3) = returns_of(ours), returns_of(sb3)
-    print(f"\n  {'variant':<20}{'train s':>10}{'wall s':>10}{'updates':>10}{'return':>10}{'+- s.e.':>9}")
-    for name, rows in (("rlightning", ours), ("stable-baselines3", sb3)):
-        r, se = returns_of(rows)
-        print(f"  {name:<20}{mean(rows, 'train_s'):>10.1f}{mean(rows, 'wall_s'):>10.1f}"
-              f"{mean(rows, 'updates'):>10,.0f}{r:>10.1f}{se:>9.1f}")
-    print(f"  time ratio rlightning / SB3 = {ratio:.3f} (target <= {args.target_ratio}): "
-          f"{verdict(ratio <= args.target_ratio)}")
-    print(f"  final return {r_ours:.1f} +- {se_ours:.1f} vs SB3 {r_sb3:.1f} +- {se_sb3:.1f} (target: at least "
-          f"SB3's): {verdict(r_ours >= r_sb3)}")
+    side_by_side(seeds, lambda s: run_rlightning(s, args.steps, args.rollout_steps, args.learning_starts,
+                                                 args.eval_episodes),
+                 lambda s: run_sb3(s, args.steps, args.learning_starts, args.eval_episodes), args.target_ratio)
 
 
 if __name__ == "__main__":
