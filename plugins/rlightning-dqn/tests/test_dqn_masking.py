@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rlightning_dqn.params import DQNParams
 from rlightning_dqn.policy import DQNPolicy
 
@@ -87,3 +89,20 @@ def test_dqn_never_takes_an_illegal_action_while_training(tmp_path):
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     illegal = [v for r in rows for k, v in r.items() if k.endswith("/illegal_action")]
     assert illegal and max(illegal) == 0.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(masks=st.lists(st.lists(st.booleans(), min_size=N, max_size=N).filter(any), min_size=1, max_size=8),
+       epsilon=st.floats(0.0, 1.0), seed=st.integers(0, 2**16), x=st.floats(-3.0, 3.0, width=32))
+def test_property_every_greedy_random_and_exported_action_is_legal(masks, epsilon, seed, x):
+    """For any masks with at least one legal action, any epsilon and any weights: no illegal action."""
+    policy = DQNPolicy(DQNParams(hidden_sizes=[8], exploration_initial_eps=epsilon), observation_space=_space(),
+                       action_space=spaces.Discrete(N), seed=seed)
+    mask = np.asarray(masks, dtype=np.int8)
+    batch = len(mask)
+    values = np.full((batch, 3), x, np.float32) + np.linspace(-1, 1, 3 * batch, dtype=np.float32).reshape(batch, 3)
+    obs = _space().flatten({"x": values, ACTION_MASK: mask})
+    rows = np.arange(batch)
+    for deterministic in (False, True):
+        assert mask[rows, policy.act(obs, deterministic=deterministic).actions].all()
+    assert mask[rows, policy.export_module()(torch.as_tensor(obs)).numpy()].all()

@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rlightning_ppo.params import PPOParams
 from rlightning_ppo.policy import PPOPolicy
 
@@ -109,3 +111,26 @@ def test_ppo_learns_the_dict_env(tmp_path):
                        "env.params.id=rlightning_core.testing.dict_envs:DictCue-v0", "engine.total_steps=8192",
                        "engine.eval_every=16", "engine.eval_episodes=8")
     assert result.last_eval_return >= 7.5  # of 8; a policy reading one key only gets ~4, random play ~2
+
+
+_MASKS = st.lists(st.lists(st.booleans(), min_size=N, max_size=N).filter(any), min_size=1, max_size=8)
+
+
+@settings(max_examples=60, deadline=None)
+@given(masks=_MASKS, scale=st.floats(0.01, 1000.0), seed=st.integers(0, 2**16),
+       x=st.floats(-3.0, 3.0, allow_nan=False, width=32))
+def test_property_every_sampled_greedy_and_exported_action_is_legal(masks, scale, seed, x):
+    """For any masks with at least one legal action, any logit scale and any weights: no illegal action."""
+    space = _masked_space()
+    policy = PPOPolicy(PPOParams(hidden_sizes=[8], ortho_init=False), observation_space=space,
+                       action_space=spaces.Discrete(N), seed=seed)
+    with torch.no_grad():
+        policy.net.pi_head.weight.mul_(scale)
+    mask = np.asarray(masks, dtype=np.int8)
+    batch = len(mask)
+    values = np.full((batch, 4), x, np.float32) + np.linspace(-1, 1, 4 * batch, dtype=np.float32).reshape(batch, 4)
+    obs = space.flatten({"x": values, ACTION_MASK: mask})
+    rows = np.arange(batch)
+    for deterministic in (False, True):
+        assert mask[rows, policy.act(obs, deterministic=deterministic).actions].all()
+    assert mask[rows, policy.export_module()(torch.as_tensor(obs)).numpy()].all()
