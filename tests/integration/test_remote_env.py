@@ -105,6 +105,44 @@ def test_two_client_processes_step_exactly_like_the_local_env(tmp_path: Path) ->
             assert "done after 300 steps" in procs.log_of(proc)
 
 
+MASKED_SPEC = "gymnasium:rlightning_core.testing.dict_envs:MaskedChoice-v0"
+
+
+def test_a_dict_observation_env_travels_flat_and_steps_like_the_local_one(tmp_path: Path) -> None:
+    """A client serving a Dict env (obs + action_mask keys): the run sees the same FlatDict space as with the env
+    in process, and the same flat observations, rewards and episodes."""
+    from rlightning_gymnasium.params import GymnasiumParams
+    from rlightning_gymnasium.worker import GymnasiumWorker
+
+    import rlightning_core.testing.dict_envs  # noqa: F401  (registers the ids)
+    from rlightning_core.env.dict_obs import flatten_dict_observations
+    from rlightning_core.spaces import ACTION_MASK, FlatDict
+
+    with ClientProcs(tmp_path) as procs:
+        worker = start_worker(tmp_path, lambda port: [procs.start(port, name="dict", spec=MASKED_SPEC)],
+                              num_envs=4, num_clients=1)
+        local = flatten_dict_observations(GymnasiumWorker(
+            GymnasiumParams(id="rlightning_core.testing.dict_envs:MaskedChoice-v0"), num_envs=4, seed=0))
+        try:
+            space = worker.observation_space
+            assert isinstance(space, FlatDict) and space == local.observation_space and space.has_action_mask
+            assert worker.action_space == local.action_space
+            np.testing.assert_array_equal(worker.reset(seed=5), local.reset(seed=5))
+            rng = np.random.default_rng(0)
+            for _ in range(60):
+                actions = rng.integers(0, local.action_space.n, size=4)
+                got, want = worker.step(actions), local.step(actions)
+                np.testing.assert_array_equal(got.obs, want.obs)
+                np.testing.assert_array_equal(got.reward, want.reward)
+                assert [(e.env_index, e.episode_return) for e in got.episodes] == \
+                    [(e.env_index, e.episode_return) for e in want.episodes]
+            masks = space.unflatten(got.obs)[ACTION_MASK]
+            assert masks.shape == (4, local.action_space.n) and masks.any(axis=1).all()
+        finally:
+            worker.close()
+            local.close()
+
+
 def _pickle_that_writes(path: Path) -> bytes:
     class Exploit:
         def __reduce__(self):

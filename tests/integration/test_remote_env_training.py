@@ -158,3 +158,39 @@ def test_in_ray_mode_the_server_runs_inside_the_env_actor(ray_cluster, tmp_path:
     rows = _metrics(tmp_path / "run")
     served = [r for r in rows if "env/CartPole-v1/clients_connected" in r]
     assert served and served[-1]["env/CartPole-v1/clients_connected"] == 2.0
+
+
+def test_ppo_with_action_masking_trains_through_a_client_serving_a_dict_env(tmp_path: Path) -> None:
+    """examples/masked_ppo.yaml's env served by an env client: the Dict observations (with the action_mask key)
+    travel flat, the masked policy trains from them and solves the task (evaluated on the same env in process)."""
+    import yaml
+
+    address_file, run_dir = tmp_path / "address.json", tmp_path / "run"
+    config = yaml.safe_load((ROOT / "examples" / "masked_ppo.yaml").read_text())
+    local_env = config["env"]
+    config["env"] = {"type": "remote", "name": "masked", "num_envs": local_env["num_envs"],
+                     "params": {"host": "127.0.0.1", "port": 0, "token_env": "RLIGHTNING_ENV_TOKEN",
+                                "num_clients": 1, "connect_timeout_s": 120, "address_file": str(address_file),
+                                "local_env": {"type": local_env["type"], "params": local_env["params"]}}}
+    (tmp_path / "remote_masked.yaml").write_text(yaml.safe_dump(config))
+    cmd = [str(RLIGHTNING_EXE), "train", str(tmp_path / "remote_masked.yaml"), "--run-dir", str(run_dir),
+           "logging.progress=false", "logging.log_every=1"]
+    with open(tmp_path / "train.log", "wb") as out:
+        trainer = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=client_env(), cwd=ROOT)
+    try:
+        with ClientProcs(tmp_path) as procs:
+            port = wait_for_file(address_file, timeout=120)["port"]
+            client = procs.start(port, name="dict", spec=str(tmp_path / "remote_masked.yaml"), num_envs=8)
+            rc = trainer.wait(timeout=1200)  # a guard against a hung run
+            log = (tmp_path / "train.log").read_text()
+            assert rc == 0, log
+            assert client.wait(timeout=30) == 0, procs.log_of(client)
+    finally:
+        if trainer.poll() is None:
+            trainer.send_signal(signal.SIGKILL)
+            trainer.wait(timeout=10)
+    rows = _metrics(run_dir)
+    served = [r for r in rows if "env/masked/clients_connected" in r]
+    assert served and all(r["env/masked/clients_connected"] == 1.0 for r in served)
+    evals = [r["eval/episode_return_mean"] for r in rows if "eval/episode_return_mean" in r]
+    assert evals and evals[-1] >= 9.5  # of 10: the cued legal action at every step

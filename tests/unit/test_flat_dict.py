@@ -87,11 +87,13 @@ def test_mask_from_info_wrapper_moves_it_into_the_observation():
     assert env.observation_space.contains(obs)
 
 
-def test_remote_protocol_refuses_dict_spaces_clearly():
-    from rlightning_core.env.remote.protocol import ProtocolError, space_to_wire
+def test_remote_protocol_carries_dict_spaces_as_their_flat_dict():
+    from rlightning_core.env.remote.protocol import decode, encode, space_from_wire, space_to_wire
 
-    with pytest.raises(ProtocolError, match="Dict spaces cannot travel"):
-        space_to_wire(FlatDict(_space()))
+    for space in (FlatDict(_space()), _space()):
+        wire = decode(encode({"t": "x", "s": space_to_wire(space)}))["s"]
+        assert wire["kind"] == "dict"
+        assert space_from_wire(wire, "s") == FlatDict(_space())
 
 
 def test_plugins_that_cannot_use_a_mask_refuse_it():

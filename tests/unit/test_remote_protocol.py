@@ -141,8 +141,13 @@ def test_spaces_round_trip(space: gymnasium.Space) -> None:
 
 
 def test_unsupported_and_bad_spaces_are_refused() -> None:
-    with pytest.raises(ProtocolError, match="Dict spaces cannot travel"):
+    with pytest.raises(ProtocolError, match=r"this Dict space cannot travel: observation key 'a'") as info:
         space_to_wire(spaces.Dict({"a": spaces.Discrete(2)}))
+    assert info.value.code == "unsupported_space"
+    with pytest.raises(ProtocolError, match=r"observation_space\.spaces must be a non-empty map"):
+        space_from_wire({"kind": "dict", "spaces": {}}, "observation_space")
+    with pytest.raises(ProtocolError, match=r"observation_space\.spaces\.a: a space is a map"):
+        space_from_wire({"kind": "dict", "spaces": {"a": 3}}, "observation_space")
     with pytest.raises(ProtocolError, match="unknown space kind") as info:
         space_from_wire({"kind": "graph"}, "observation_space")
     assert info.value.code == "unsupported_space"

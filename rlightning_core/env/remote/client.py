@@ -75,7 +75,9 @@ class EnvClient:
 
     def __init__(self, worker: Any, address: str | tuple[str, int], *, token: str, name: str | None = None,
                  reconnect: bool = True, retry_s: float = 60.0, connect_timeout_s: float = 10.0) -> None:
-        self.worker = worker
+        from rlightning_core.env.dict_obs import flatten_dict_observations
+
+        self.worker = flatten_dict_observations(worker)  # Dict observations travel flat (protocol.space_to_wire)
         self.address = parse_address(address) if isinstance(address, str) else (address[0], int(address[1]))
         self.token = token
         self.name = name or f"{socket.gethostname()}-{os.getpid()}"
@@ -89,8 +91,8 @@ class EnvClient:
         self._sock: socket.socket | None = None
         self._had_session = False
         self._hello = {"t": "hello", "protocol": PROTOCOL_VERSION, "token": token, "num_envs": int(worker.num_envs),
-                       "observation_space": space_to_wire(worker.observation_space),
-                       "action_space": space_to_wire(worker.action_space), "name": self.name}
+                       "observation_space": space_to_wire(self.worker.observation_space),
+                       "action_space": space_to_wire(self.worker.action_space), "name": self.name}
 
     def serve(self) -> str:
         """Connect and serve until the server says ``close`` (returns its reason) or :meth:`stop` is called.

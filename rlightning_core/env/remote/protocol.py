@@ -183,14 +183,24 @@ def array_from_wire(value: Any, what: str) -> np.ndarray:
 
 
 def space_to_wire(space: Any) -> dict[str, Any]:
-    """A Gymnasium space as a schema'd map (``box``, ``discrete``, ``multi_discrete`` or ``multi_binary``)."""
+    """A Gymnasium space as a schema'd map (``box``, ``discrete``, ``multi_discrete``, ``multi_binary``, ``dict``).
+
+    A ``Dict`` observation space (or its :class:`~rlightning_core.spaces.FlatDict`) travels as ``dict``: a map of
+    its keys' spaces (``Box`` or ``MultiBinary``). Its observations travel flat, in the FlatDict layout: the keys in
+    sorted order, each flattened in C order, as one ``float32`` array (``uint8`` when every key is ``uint8``).
+    """
     from gymnasium import spaces
 
     from rlightning_core.spaces import FlatDict
 
-    if isinstance(space, FlatDict | spaces.Dict):
-        raise ProtocolError("unsupported_space", f"Dict spaces cannot travel to a remote env server yet "
-                                                 f"({space}); run this env inside the run instead")
+    if isinstance(space, FlatDict):
+        space = space.dict_space
+    if isinstance(space, spaces.Dict):
+        try:
+            FlatDict(space)  # the keys it can lay out flat (Box, MultiBinary)
+        except TypeError as exc:
+            raise ProtocolError("unsupported_space", f"this Dict space cannot travel: {exc}") from None
+        return {"kind": "dict", "spaces": {str(k): space_to_wire(v) for k, v in space.spaces.items()}}
     if isinstance(space, spaces.Box):
         return {"kind": "box", "shape": list(space.shape), "dtype": np.dtype(space.dtype).name,
                 "low": array_to_wire(space.low), "high": array_to_wire(space.high)}
@@ -234,6 +244,14 @@ def space_from_wire(value: Any, what: str) -> Any:
             nvec = array_from_wire(value.get("nvec"), f"{what}.nvec")
             start = array_from_wire(value["start"], f"{what}.start") if "start" in value else None
             return spaces.MultiDiscrete(nvec, start=start)
+        if kind == "dict":
+            from rlightning_core.spaces import FlatDict
+
+            subs = value.get("spaces")
+            if not isinstance(subs, dict) or not subs or not all(isinstance(k, str) for k in subs):
+                raise ProtocolError("malformed", f"{what}.spaces must be a non-empty map of key -> space")
+            inner = {k: space_from_wire(v, f"{what}.spaces.{k}") for k, v in subs.items()}
+            return FlatDict(spaces.Dict(inner))
         if kind == "multi_binary":
             n = value.get("n")
             if not isinstance(n, list) or not n:
