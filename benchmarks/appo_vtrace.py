@@ -13,6 +13,7 @@ correction). Printed side by side: the lag, final / best evaluation return, solv
     python benchmarks/appo_vtrace.py                 # 100k env steps per variant, seeds 1 2 3
     python benchmarks/appo_vtrace.py --quick         # 30k steps per variant
     python benchmarks/appo_vtrace.py --per-learn 0   # every ready chunk per learn call (lag ~1)
+    python benchmarks/appo_vtrace.py --set policy.params.epochs=1   # more overrides, for both variants
 
 The Ray cluster is local (loopback, ``num_cpus`` set, no dashboard) and shut down at the end. Numbers depend on
 the machine's load (printed first); see docs/benchmarks.md.
@@ -35,7 +36,8 @@ from _common import ROOT, setup
 CONFIG = ROOT / "examples" / "cartpole_appo_ray.yaml"
 
 
-def run_variant(vtrace: bool, steps: int, delay: float, seed: int, per_learn: int | None) -> dict:
+def run_variant(vtrace: bool, steps: int, delay: float, seed: int, per_learn: int | None,
+                extra: list[str] | None = None) -> dict:
     """Train one variant on the running Ray cluster; lag and eval returns from its metrics.jsonl."""
     from rlightning_core import load_config
     from rlightning_core.builders import build_data_buffer, build_engine, build_env_group, build_policy_group
@@ -45,7 +47,7 @@ def run_variant(vtrace: bool, steps: int, delay: float, seed: int, per_learn: in
                  f"engine.params.max_chunks_per_learn={'null' if per_learn is None else per_learn}",
                  f"policy.params.vtrace={str(vtrace).lower()}", f"policy.params.learner_delay_s={delay}",
                  "checkpoint.every=0", "checkpoint.at_end=false", "logging.progress=false",
-                 "logging.level=WARNING", "logging.log_every=1"]
+                 "logging.level=WARNING", "logging.log_every=1", *(extra or [])]
     cfg = load_config(CONFIG, overrides=overrides)
     run_dir = Path(tempfile.mkdtemp(prefix="rlightning-appo-bench-"))
     t0 = time.perf_counter()
@@ -64,10 +66,12 @@ def run_variant(vtrace: bool, steps: int, delay: float, seed: int, per_learn: in
     in_mean = [r["async/policy_lag_mean"] for r in rows if "async/policy_lag_mean" in r]
     in_max = [r["async/policy_lag_max"] for r in rows if "async/policy_lag_max" in r]
     evals = [r["eval/episode_return_mean"] for r in rows if "eval/episode_return_mean" in r]
+    clip = [r["stats/rho_clip_fraction"] for r in rows if "stats/rho_clip_fraction" in r]
     return {"vtrace": vtrace, "seed": seed, "lag_mean": sum(lag_mean) / len(lag_mean) if lag_mean else float("nan"),
             "lag_max": max(lag_max) if lag_max else float("nan"),
             "in_mean": sum(in_mean) / len(in_mean) if in_mean else float("nan"),
-            "in_max": max(in_max) if in_max else float("nan"), "final": evals[-1] if evals else float("nan"),
+            "in_max": max(in_max) if in_max else float("nan"),
+            "rho_clip": sum(clip) / len(clip) if clip else float("nan"), "final": evals[-1] if evals else float("nan"),
             "best": max(evals) if evals else float("nan"), "solved": result.stop_reason == "target_eval_return",
             "env_steps": result.env_steps, "wall_s": wall}
 
@@ -79,11 +83,13 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--per-learn", type=int, default=4,
                     help="engine.params.max_chunks_per_learn (0: every ready chunk); 4 is one rollout")
+    ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="more config overrides for both variants, e.g. policy.params.epochs=1")
     args = ap.parse_args()
     steps = 30_000 if args.quick else 100_000
     per_learn = args.per_learn or None
     setup(f"APPO on Ray, CartPole-v1, 4 env runners, learner sleeping {args.delay} s per update, "
-          f"max_chunks_per_learn={per_learn}, {steps:,} steps, seeds {args.seeds}")
+          f"max_chunks_per_learn={per_learn}, {steps:,} steps, seeds {args.seeds}, overrides {args.set}")
     import ray
 
     ray.init(num_cpus=6, include_dashboard=False, _node_ip_address="127.0.0.1", logging_level="ERROR",
@@ -92,14 +98,15 @@ def main() -> None:
         rows = []
         for seed in args.seeds:
             for vtrace in (True, False):
-                row = run_variant(vtrace, steps, args.delay, seed, per_learn)
+                row = run_variant(vtrace, steps, args.delay, seed, per_learn, args.set)
                 rows.append(row)
                 print(f"    seed {seed} vtrace={str(vtrace).lower():<5} done in {row['wall_s']:.0f} s "
                       f"(load {os.getloadavg()[0]:.2f})", flush=True)
     finally:
         ray.shutdown()
     cols = (("seed", "seed", "{}"), ("vtrace", "vtrace", "{}"), ("perf lag", "lag_mean", "{:.2f}"),
-            ("async lag", "in_mean", "{:.2f}"), ("async max", "in_max", "{:.0f}"), ("final", "final", "{:.1f}"),
+            ("async lag", "in_mean", "{:.2f}"), ("async max", "in_max", "{:.0f}"),
+            ("rho clip", "rho_clip", "{:.2f}"), ("final", "final", "{:.1f}"),
             ("best", "best", "{:.1f}"), ("solved", "solved", "{}"), ("env steps", "env_steps", "{:,}"),
             ("wall s", "wall_s", "{:.0f}"))
     print("".join(f"{label:>11}" for label, _, _ in cols))

@@ -241,12 +241,13 @@ class LearnerActor(CollectiveMember):
         """The async engine with an on-policy buffer: whole rollouts assembled from chunks as they arrive.
 
         Chunks wait until every column of the buffer holds one; each complete set is learned from and the buffer
-        emptied, as the engine does in one process. Chunks past ``max_staleness`` are dropped. Data-parallel
+        emptied, as in one process (:class:`~rlightning_core.engine.assembly.RolloutAssembly`). Data-parallel
         ranks get the same chunks (sharded: they gather exactly the chunks their receipts name), so they learn
         equally often and their all-reduces pair up. Returns (metrics, lags, dropped); ``stats/updates`` is 0
         when no rollout was complete yet.
         """
         from rlightning_core.buffer.sharded import ShardReceipt
+        from rlightning_core.engine.assembly import RolloutAssembly
 
         gather_from: list[Any] | None = getattr(self, "gather_from", None)
         if gather_from:
@@ -260,37 +261,15 @@ class LearnerActor(CollectiveMember):
             incoming = [c for part in parts for c in part]
         else:
             incoming = [self._shard(c) for c in chunks if not isinstance(c, ShardReceipt)]
-        queue: list[Any] = getattr(self, "_rollout_queue", [])
-        lags: list[int] = []
-        dropped = 0
-        for chunk in incoming:
-            lag = int(version) - int(chunk.weight_version)
-            if max_staleness is not None and lag > max_staleness:
-                dropped += 1
-                continue
-            queue.append(chunk)
-            lags.append(lag)
-        learned: list[dict[str, float]] = []
-        while True:
-            waiting = []
-            for chunk in queue:  # in arrival order: a worker's next chunk waits for the next rollout
-                if self.buffer.is_free(int(chunk.column), int(chunk.num_envs)):
-                    self.buffer.add(chunk)
-                else:
-                    waiting.append(chunk)
-            queue = waiting
-            if not self.buffer.full:
-                break
+        if not hasattr(self, "_assembly"):
+            self._assembly = RolloutAssembly()
+
+        def learn(buffer: Any) -> dict[str, float]:
             self._before_learn()
-            learned.append(self.policy.learn(self.buffer, progress=progress))
-            self.buffer.reset()
-        self._rollout_queue = queue
-        if not learned:
-            return {"stats/updates": 0.0}, lags, dropped
-        keys = {k for m in learned for k in m}
-        metrics = {k: float(np.mean([m[k] for m in learned if k in m])) for k in sorted(keys)}
-        metrics["stats/updates"] = float(sum(m.get("stats/updates", 1.0) for m in learned))
-        return metrics, lags, dropped
+            return self.policy.learn(buffer, progress=progress)
+
+        out = self._assembly.feed(self.buffer, incoming, version=version, max_staleness=max_staleness, learn=learn)
+        return out["metrics"], out["lags"], out["dropped"]
 
     def get_weights(self) -> dict[str, np.ndarray]:
         """Numpy copies of the weights (object-store strategy, evaluation, tests)."""

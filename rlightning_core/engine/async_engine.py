@@ -17,8 +17,10 @@ Two shapes behind one engine, chosen by whether the execution runs submitted wor
   ready chunk, or the oldest ``max_chunks_per_learn`` of them.
 
 Every chunk carries the weight version it was collected with; its *policy lag* is the learner's version when
-it enters the buffer minus that version. Chunks whose lag exceeds ``max_staleness`` are dropped, so no
-transition enters the buffer (and is ever sampled) from a policy more than ``max_staleness`` versions old.
+it enters the buffer minus that version (an on-policy buffer takes a chunk only with one of every other column,
+so a chunk that waited for a later rollout is measured then: :mod:`rlightning_core.engine.assembly`). Chunks
+whose lag exceeds ``max_staleness`` are dropped, so no transition enters the buffer (and is ever sampled) from a
+policy more than ``max_staleness`` versions old.
 
 Metrics (besides the policy's ``loss/*`` and ``stats/*``): ``async/policy_lag_min|mean|max`` (over the chunks
 that reached the learner this iteration), ``async/dropped_chunks`` (total), ``async/buffer_size``,

@@ -16,6 +16,7 @@ from typing import Any
 
 from rlightning_core.buffer.base import BufferSpec, Chunk, DataBuffer
 from rlightning_core.config.schema import MainConfig
+from rlightning_core.engine.assembly import RolloutAssembly
 from rlightning_core.env.runner import EnvRunner, RolloutStats
 from rlightning_core.env.seeding import derive_seed
 
@@ -109,7 +110,7 @@ class LocalExecution:
             self.runners.append(EnvRunner(worker, policy_group.rollout, pre, column=column,
                                           label=label, needs_next_obs=self.buffer.needs_next_obs, **hooks))
             column += worker.num_envs
-        self._rollout_queue: list[Chunk] = []  # start_learn: chunks waiting for a free column (on-policy)
+        self._assembly = RolloutAssembly()  # start_learn with an on-policy buffer: rollouts from chunks
         self._enable_restarts(config, env_group)
 
     @staticmethod
@@ -241,45 +242,26 @@ class LocalExecution:
                     max_staleness: int | None) -> Hashable:
         """Store the chunks within the staleness bound, learn once now; returns a handle of the result.
 
-        An on-policy buffer learns from whole rollouts: chunks wait (in arrival order) until their columns are
-        free, every full rollout is learned from and the buffer emptied; ``stats/updates`` is 0 when none was
-        complete.
+        An on-policy buffer learns from whole rollouts (:class:`~rlightning_core.engine.assembly.RolloutAssembly`:
+        chunks wait for a free column, a chunk's lag is reported when its rollout is learned from);
+        ``stats/updates`` is 0 when no rollout was complete.
         """
         t0 = time.perf_counter()
+        buffer: Any = self.buffer
+        if hasattr(buffer, "is_free"):  # on-policy: whole rollouts
+            out = self._assembly.feed(buffer, chunks, version=version, max_staleness=max_staleness,
+                                      learn=lambda b: self.policy_group.learn(b, progress=progress))
+            return _Done({**out, "busy_s": time.perf_counter() - t0})
         lags: list[int] = []
         dropped = 0
-        fresh = []
-        for chunk in chunks:
+        for chunk in chunks:  # off-policy: store what is within the bound, one learn call
             lag = int(version) - int(chunk.weight_version)
             if max_staleness is not None and lag > max_staleness:
                 dropped += 1
                 continue
-            fresh.append(chunk)
+            buffer.add(chunk)
             lags.append(lag)
-        buffer: Any = self.buffer
-        if not hasattr(buffer, "is_free"):  # off-policy: store everything, one learn call
-            for chunk in fresh:
-                buffer.add(chunk)
-            metrics = self.policy_group.learn(buffer, progress=progress)
-            return _Done({"metrics": metrics, "lags": lags, "dropped": dropped,
-                          "busy_s": time.perf_counter() - t0})
-        learned: list[dict[str, float]] = []
-        queue = [*self._rollout_queue, *fresh]
-        while True:
-            waiting = []
-            for chunk in queue:
-                if buffer.is_free(int(chunk.column), int(chunk.num_envs)):
-                    buffer.add(chunk)
-                else:
-                    waiting.append(chunk)
-            queue = waiting
-            if not buffer.full:
-                break
-            learned.append(self.policy_group.learn(buffer, progress=progress))
-            buffer.reset()
-        self._rollout_queue = queue
-        metrics = _mean(learned) if learned else {}
-        metrics["stats/updates"] = float(sum(m.get("stats/updates", 1.0) for m in learned))
+        metrics = self.policy_group.learn(buffer, progress=progress)
         return _Done({"metrics": metrics, "lags": lags, "dropped": dropped, "busy_s": time.perf_counter() - t0})
 
     def finish_learn(self, handle: Hashable) -> dict[str, Any]:
@@ -341,12 +323,6 @@ class LocalExecution:
 
     def close(self) -> None:
         """Nothing to release in one process (the env group is closed by its owner): a no-op."""
-
-
-def _mean(rows: list[dict[str, float]]) -> dict[str, float]:
-    """Per key, the mean over the rows that have it."""
-    keys = {k for row in rows for k in row}
-    return {k: float(sum(r[k] for r in rows if k in r) / sum(1 for r in rows if k in r)) for k in sorted(keys)}
 
 
 def _reset_runner(runner: EnvRunner, *, seed: int) -> None:

@@ -123,3 +123,37 @@ def test_appo_trains_on_ray_while_runners_collect(ray_cluster, tmp_path, build_r
                            for r in learned)
     versions = [r["perf/weight_version"] for r in got]
     assert versions == sorted(versions) and versions[-1] > 1
+
+
+def test_a_chunk_that_waits_for_a_later_rollout_reports_its_lag_when_learned_and_obeys_the_bound(tmp_path,
+                                                                                              build_run):
+    """The streaming learner step with an on-policy buffer (LocalExecution's, the code Ray's learner runs too):
+    runner 0's second chunk waits while the rollout of the first ones is learned; two publications later it is
+    learned beside runner 1's new chunk and reports a lag of 2, not the 0 it had on arrival. With the bound at
+    1 it is dropped instead, and the rollout waits for a fresh chunk of its column."""
+    def setup(max_staleness: int | None):
+        engine = build_run(example("cartpole_appo", *TINY, "env.num_workers=2", "env.num_envs=2",
+                                   "engine.params.sync_every=1"))
+        ex = engine.execution
+        ex.reset(engine.config.seed)
+        v0 = ex.version
+        a1, a2, b1 = ex.start_collect(0, 32)[0], ex.start_collect(0, 32)[0], ex.start_collect(1, 32)[0]
+        first = ex.finish_learn(ex.start_learn(0.0, [a1, a2, b1], version=v0, max_staleness=max_staleness))
+        assert first["lags"] == [0, 0] and first["metrics"]["stats/updates"] == 1  # {a1, b1}: a2 waits
+        ex.publish_weights()
+        ex.publish_weights()
+        b2 = ex.start_collect(1, 32)[0]
+        assert int(b2.weight_version) == v0 + 2 == ex.version
+        return ex, b2
+
+    ex, b2 = setup(None)
+    second = ex.finish_learn(ex.start_learn(0.0, [b2], version=ex.version, max_staleness=None))
+    assert sorted(second["lags"]) == [0, 2] and second["metrics"]["stats/updates"] == 1 and second["dropped"] == 0
+    assert ex.buffer_size() == 0  # between calls the buffer is empty: nothing was learned from half a rollout
+
+    ex, b2 = setup(1)
+    second = ex.finish_learn(ex.start_learn(0.0, [b2], version=ex.version, max_staleness=1))
+    assert second["dropped"] == 1 and second["lags"] == [] and second["metrics"]["stats/updates"] == 0
+    a3 = ex.start_collect(0, 32)[0]
+    third = ex.finish_learn(ex.start_learn(0.0, [a3], version=ex.version, max_staleness=1))
+    assert third["lags"] == [0, 0] and third["metrics"]["stats/updates"] == 1
