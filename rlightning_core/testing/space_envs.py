@@ -26,7 +26,7 @@ import numpy as np
 from gymnasium import spaces
 
 __all__ = ["BOX_ID", "MULTI_BINARY_ID", "MULTI_DISCRETE_ID", "TUPLE_ID", "BoxTargetEnv", "MultiBinaryMatchEnv",
-           "MultiDiscreteMatchEnv", "TupleActionEnv", "standard_action_spaces"]
+           "MultiDiscreteMatchEnv", "TupleActionEnv", "continuous_control_cases", "standard_action_spaces"]
 
 MULTI_DISCRETE_ID = "MultiDiscreteMatch-v0"
 MULTI_BINARY_ID = "MultiBinaryMatch-v0"
@@ -47,6 +47,23 @@ def standard_action_spaces() -> dict[str, Any]:
         "multi_binary": spaces.MultiBinary(3),
         "box": spaces.Box(np.array([-2.0, 0.0], np.float32), np.array([1.0, 0.5], np.float32), dtype=np.float32),
         "tuple": spaces.Tuple((spaces.Discrete(2), spaces.Box(-1.0, 1.0, (1,), np.float32))),
+    }
+
+
+def continuous_control_cases() -> dict[str, tuple[Any, Any]]:
+    """(observation space, action space) pairs a continuous-control policy (SAC, TD3, ...) must handle, by id.
+
+    ``pendulum-like``: a 3-vector and one action in ``[-2, 2]``; ``asymmetric-bounds``: two actions whose box is
+    not centred on 0 (``[-1, 1]`` and ``[0, 5]``), which a policy that scales ``tanh`` to the box must respect;
+    ``2d-observations``: a ``(2, 3)`` observation, which a flat MLP must flatten. For
+    ``pytest.mark.parametrize("obs_space, act_space", list(cases.values()), ids=list(cases))``.
+    """
+    return {
+        "pendulum-like": (spaces.Box(-1.0, 1.0, (3,), np.float32), spaces.Box(-2.0, 2.0, (1,), np.float32)),
+        "asymmetric-bounds": (spaces.Box(-1.0, 1.0, (4,), np.float32),
+                              spaces.Box(np.array([-1.0, 0.0], np.float32), np.array([1.0, 5.0], np.float32),
+                                         dtype=np.float32)),
+        "2d-observations": (spaces.Box(0.0, 1.0, (2, 3), np.float32), spaces.Box(-1.0, 1.0, (2,), np.float32)),
     }
 
 

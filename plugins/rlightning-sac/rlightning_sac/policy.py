@@ -46,21 +46,22 @@ def _adam(parameters: Any, lr: float) -> torch.optim.Optimizer:
         return torch.optim.Adam(parameters, lr=lr, foreach=True)
 
 
-def _space_info(observation_space: Any, action_space: Any) -> tuple[int, int]:
+def _space_info(observation_space: Any, action_space: Any, name: str = "sac") -> tuple[int, int]:
+    """Flat observation and action widths; refuses, naming policy ``name``, what a tanh-squashed policy can't act in."""
     from gymnasium import spaces
 
     from rlightning_core.errors import unsupported_space
     from rlightning_core.spaces import refuse_flat_dict
 
-    refuse_flat_dict(observation_space, "sac", allow_plain=True)
+    refuse_flat_dict(observation_space, name, allow_plain=True)
     if not isinstance(observation_space, spaces.Box):
-        raise unsupported_space("policy 'sac'", "observation", observation_space, "Box (flat vectors)")
+        raise unsupported_space(f"policy '{name}'", "observation", observation_space, "Box (flat vectors)")
     if not isinstance(action_space, spaces.Box) or len(action_space.shape) != 1:
-        raise unsupported_space("policy 'sac'", "action", action_space, "1-D Box",
+        raise unsupported_space(f"policy '{name}'", "action", action_space, "1-D Box",
                                 "continuous actions only; for discrete actions use the dqn or ppo policy")
     if not (np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))):
-        raise unsupported_space("policy 'sac'", "action", action_space, "bounded 1-D Box",
-                                "sac squashes actions into the action box with tanh, so its bounds must be finite")
+        raise unsupported_space(f"policy '{name}'", "action", action_space, "bounded 1-D Box",
+                                f"{name} squashes actions into the action box with tanh, so its bounds must be finite")
     return int(np.prod(observation_space.shape)), int(action_space.shape[0])
 
 

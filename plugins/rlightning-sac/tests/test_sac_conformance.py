@@ -6,15 +6,13 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
+from rlightning_core.testing.space_envs import continuous_control_cases
+
+CASES = continuous_control_cases()
 SMALL = {"hidden_sizes": [32, 32], "batch_size": 32, "learning_starts": 32}
 
 
-@pytest.mark.parametrize("obs_space, act_space", [
-    (spaces.Box(-1.0, 1.0, (3,), np.float32), spaces.Box(-2.0, 2.0, (1,), np.float32)),
-    (spaces.Box(-1.0, 1.0, (4,), np.float32),
-     spaces.Box(np.array([-1.0, 0.0], np.float32), np.array([1.0, 5.0], np.float32), dtype=np.float32)),
-    (spaces.Box(0.0, 1.0, (2, 3), np.float32), spaces.Box(-1.0, 1.0, (2,), np.float32)),
-], ids=["pendulum-like", "asymmetric-bounds", "2d-observations"])
+@pytest.mark.parametrize("obs_space, act_space", list(CASES.values()), ids=list(CASES))
 def test_sac_conforms(conformance, obs_space, act_space):
     conformance.check_policy("sac", SMALL, observation_space=obs_space, action_space=act_space,
                              learn_iterations=2)

@@ -29,39 +29,15 @@ from typing import Any
 import numpy as np
 import torch
 from rlightning_sac.networks import Critics
-from rlightning_sac.policy import SACPolicy, _adam
+from rlightning_sac.policy import SACPolicy, _adam, _space_info
 
-from rlightning_core.errors import ConfigError
 from rlightning_core.policy.base import BasePolicy, PolicyOutput, PolicyRole
 from rlightning_core.policy.numerics import guard_of
 from rlightning_core.policy.schedule import UpdateSchedule
 from rlightning_td3.networks import Actor, ScaledActor
 from rlightning_td3.params import TD3Params
 
-__all__ = ["TD3Policy", "UnsupportedSpaceError"]
-
-
-class UnsupportedSpaceError(ConfigError, TypeError):
-    """A space td3 cannot act in: a config error on ``policy.type`` (no traceback), and a ``TypeError``."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__([f"policy.type: {message}"])
-
-
-def _dims(observation_space: Any, action_space: Any) -> tuple[int, int]:
-    """Flat observation and action widths; refuses what TD3 cannot act in."""
-    from gymnasium import spaces
-
-    if not isinstance(action_space, spaces.Box) or len(action_space.shape) != 1:
-        raise UnsupportedSpaceError(f"policy td3 needs a 1-D Box action space (continuous actions), got "
-                                    f"{action_space}; for discrete actions use the dqn policy")
-    if not (np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()):
-        raise UnsupportedSpaceError("policy td3 scales its tanh actor to the action box, whose bounds must be "
-                                    f"finite; got {action_space}")
-    if not isinstance(observation_space, spaces.Box):
-        raise UnsupportedSpaceError(f"policy td3 needs a Box observation space (flat vectors), got "
-                                    f"{observation_space}")
-    return int(np.prod(observation_space.shape)), int(action_space.shape[0])
+__all__ = ["TD3Policy"]
 
 
 def _polyak(target: torch.nn.Module, online: torch.nn.Module, tau: float) -> None:
@@ -80,7 +56,7 @@ class TD3Policy(BasePolicy):
                  role: PolicyRole = PolicyRole.LEARNER, device: str = "cpu", seed: int = 0) -> None:
         super().__init__(params, observation_space=observation_space, action_space=action_space, role=role,
                          device=device, seed=seed)
-        obs_dim, self.act_dim = _dims(observation_space, action_space)
+        obs_dim, self.act_dim = _space_info(observation_space, action_space, "td3")
         hidden = [int(h) for h in params.hidden_sizes]
         torch.manual_seed(seed)  # parameter initialization is a function of the seed alone
         self.actor = Actor(obs_dim, self.act_dim, hidden, params.activation).to(device)

@@ -12,7 +12,7 @@ from rlightning_td3.policy import TD3Policy
 from rlightning_core.buffer.base import BufferSpec, Chunk
 from rlightning_core.buffer.params import ReplayBufferParams
 from rlightning_core.buffer.replay import ReplayBuffer
-from rlightning_core.errors import ConfigError
+from rlightning_core.errors import ConfigError, UnsupportedSpaceError
 from rlightning_core.policy.base import PolicyRole
 
 OBS = spaces.Box(-1.0, 1.0, (3,), np.float32)
@@ -118,15 +118,15 @@ def test_random_warmup_then_clipped_exploration_noise():
 
 
 @pytest.mark.parametrize(("space", "match"), [
-    (spaces.Discrete(3), r"policy td3 needs a 1-D Box action space .*Discrete\(3\)"),
-    (spaces.MultiBinary(2), r"policy td3 needs a 1-D Box action space .*MultiBinary"),
+    (spaces.Discrete(3), r"policy 'td3' does not support the action space Discrete\(3\).*1-D Box"),
+    (spaces.MultiBinary(2), r"policy 'td3' does not support the action space MultiBinary"),
     (spaces.Box(-np.inf, np.inf, (2,), np.float32), "bounds must be finite"),
 ])
 def test_unsupported_action_spaces_are_refused(space, match):
-    with pytest.raises(TypeError, match=match) as info:
+    with pytest.raises(UnsupportedSpaceError, match=match) as info:
         TD3Policy(TD3Params(), observation_space=OBS, action_space=space, role=PolicyRole.LEARNER)
     assert isinstance(info.value, ConfigError)  # the CLI prints it as a config problem, without a traceback
-    assert info.value.problems[0].startswith("policy.type: policy td3")
+    assert info.value.problems[0].startswith("policy.type: policy 'td3'")
 
 
 def test_bad_params_are_refused():
