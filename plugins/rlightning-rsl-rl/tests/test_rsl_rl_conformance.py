@@ -16,3 +16,7 @@ SMALL = {"actor_hidden_dims": [32], "critic_hidden_dims": [32]}
 ], ids=["continuous", "2d-observations-normalized-log-std"])
 def test_rsl_rl_ppo_conforms(conformance, obs_space, act_space, params):
     conformance.check_policy("rsl_rl_ppo", {**SMALL, **params}, observation_space=obs_space, action_space=act_space)
+
+
+def test_rsl_rl_ppo_conforms_on_box_actions_and_refuses_the_others(conformance):
+    conformance.check_policy_spaces("rsl_rl_ppo", SMALL, action_spaces=["box"])
