@@ -48,6 +48,55 @@ def _explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
     return float("nan") if var == 0 else 1.0 - (returns - values).var().item() / var
 
 
+#: The diagnostics a PPO learn call logs, in the order each minibatch stacks them.
+DIAGNOSTICS = ("loss/policy", "loss/value", "loss/entropy", "stats/approx_kl", "stats/clip_fraction")
+
+
+def learn_metrics(diagnostics: list[torch.Tensor], epoch_start: int, *, values: torch.Tensor,
+                  returns: torch.Tensor, lr: float, epochs_done: int, guard: Any) -> dict[str, float]:
+    """A learn call's metrics: :data:`DIAGNOSTICS` averaged over the epoch that ran last, and more.
+
+    The epoch that ran last includes an early stop on ``target_kl``; the rest are the critic's explained variance
+    (``values`` against ``returns``), the learning rate, the epochs run and the NaN guard's counts.
+    """
+    last = diagnostics[epoch_start:] or diagnostics
+    means = torch.stack(last).mean(0).tolist() if last else [0.0] * len(DIAGNOSTICS)
+    metrics = dict(zip(DIAGNOSTICS, means, strict=True))
+    metrics["stats/explained_variance"] = _explained_variance(values, returns)
+    metrics["stats/lr"] = lr
+    metrics["stats/epochs"] = float(epochs_done)
+    metrics.update(guard.metrics())
+    return metrics
+
+
+class ActorCriticState:
+    """The checkpointed parts of an actor-critic policy: ``net``, its Adam ``optimizer`` and its ``generator``.
+
+    ``optimizer`` is ``None`` on a rollout copy; ``generator`` (CPU) draws the samples and the shuffles.
+    """
+
+    net: torch.nn.Module
+    optimizer: torch.optim.Optimizer | None
+    generator: torch.Generator
+
+    def modules(self) -> dict[str, Any]:
+        """The actor-critic network."""
+        return {"net": self.net}
+
+    def optimizers(self) -> dict[str, Any]:
+        """Adam (learners only)."""
+        return {"adam": self.optimizer} if self.optimizer is not None else {}
+
+    def extra_state(self) -> dict[str, Any]:
+        """The sampling / shuffling generator, so a resumed run draws the same numbers."""
+        return {"generator": self.generator.get_state()}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        """Restore the generator."""
+        if "generator" in state:
+            self.generator.set_state(state["generator"])
+
+
 class _AdvantageNorm:
     """Per-minibatch advantage normalization, computed once when every epoch reads the same minibatch.
 
@@ -107,7 +156,7 @@ class _Deterministic(torch.nn.Module):
         return torch.minimum(torch.maximum(out, self.low), self.high)
 
 
-class PPOPolicy(BasePolicy):
+class PPOPolicy(ActorCriticState, BasePolicy):
     """PPO actor-critic. Extras stored per step: ``log_prob`` and ``value``."""
 
     default_buffer = "rollout"
@@ -355,31 +404,7 @@ class PPOPolicy(BasePolicy):
                         if p.target_kl is not None and len(diagnostics) > epoch_start else None)
             if epoch_kl is not None and self.all_reduce_mean(epoch_kl.item()) > p.target_kl:
                 break
-        names = ("loss/policy", "loss/value", "loss/entropy", "stats/approx_kl", "stats/clip_fraction")
-        last = diagnostics[epoch_start:] or diagnostics  # the epoch that ran last (early stop included)
-        means = torch.stack(last).mean(0).tolist() if last else [0.0] * len(names)
-        metrics = dict(zip(names, means, strict=True))
-        metrics["stats/explained_variance"] = _explained_variance(torch.cat(seen_values), torch.cat(seen_returns))
-        metrics["stats/lr"] = lr
-        metrics["stats/epochs"] = float(epochs_done)
-        metrics.update(guard.metrics())
+        metrics = learn_metrics(diagnostics, epoch_start, values=torch.cat(seen_values),
+                                returns=torch.cat(seen_returns), lr=lr, epochs_done=epochs_done, guard=guard)
         self.weight_version += 1
         return metrics
-
-    # -- state -----------------------------------------------------------------------------------------------
-    def modules(self) -> dict[str, Any]:
-        """The actor-critic network."""
-        return {"net": self.net}
-
-    def optimizers(self) -> dict[str, Any]:
-        """Adam (learners only)."""
-        return {"adam": self.optimizer} if self.optimizer is not None else {}
-
-    def extra_state(self) -> dict[str, Any]:
-        """The sampling / shuffling generator, so a resumed run draws the same numbers."""
-        return {"generator": self.generator.get_state()}
-
-    def load_extra_state(self, state: dict[str, Any]) -> None:
-        """Restore the generator."""
-        if "generator" in state:
-            self.generator.set_state(state["generator"])

@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 import torch
+from rlightning_ppo.losses import value_loss
 from rlightning_ppo.networks import gaussian_entropy, gaussian_log_prob
-from rlightning_ppo.policy import _adam, _AdvantageNorm, _explained_variance
+from rlightning_ppo.policy import ActorCriticState, _adam, _AdvantageNorm, learn_metrics
 from rlightning_ppo.spaces import space_info
 
 from rlightning_core.errors import UserError
@@ -30,7 +31,7 @@ from rlightning_recurrent_ppo.params import RecurrentPPOParams
 _STORED = ("obs", "actions", "log_prob", "value", "advantages", "returns")
 
 
-class RecurrentPPOPolicy(BasePolicy):
+class RecurrentPPOPolicy(ActorCriticState, BasePolicy):
     """Recurrent actor-critic trained with PPO. Extras stored per step: ``log_prob``, ``value``, ``core_state``."""
 
     default_buffer = "rollout"
@@ -209,13 +210,7 @@ class RecurrentPPOPolicy(BasePolicy):
                 if p.normalize_advantages and adv.numel() > 1:
                     adv = norm_cache.normalized(adv)
                 pg_loss = -torch.min(adv * ratio, adv * ratio.clamp(low, high)).mean()
-                returns = mb["returns"].reshape(-1)
-                if p.clip_value is not None:
-                    old_v = mb["value"].reshape(-1)
-                    v_clipped = old_v + (value - old_v).clamp(-p.clip_value, p.clip_value)
-                    v_loss = 0.5 * torch.max((value - returns) ** 2, (v_clipped - returns) ** 2).mean()
-                else:
-                    v_loss = 0.5 * ((value - returns) ** 2).mean()
+                v_loss = value_loss(value, mb["returns"].reshape(-1), mb["value"].reshape(-1), p.clip_value)
                 loss = pg_loss + p.vf_coef * v_loss
                 if p.ent_coef > 0:
                     entropy = entropy_fn()
@@ -238,32 +233,7 @@ class RecurrentPPOPolicy(BasePolicy):
                 epoch_kl = torch.stack(diagnostics[epoch_start:])[:, 3].mean()
                 if self.all_reduce_mean(epoch_kl.item()) > p.target_kl:
                     break
-        names = ("loss/policy", "loss/value", "loss/entropy", "stats/approx_kl", "stats/clip_fraction")
-        last = diagnostics[epoch_start:] or diagnostics
-        means = torch.stack(last).mean(0).tolist() if last else [0.0] * len(names)
-        metrics = dict(zip(names, means, strict=True))
-        metrics["stats/explained_variance"] = _explained_variance(seqs["value"].reshape(-1),
-                                                                  seqs["returns"].reshape(-1))
-        metrics["stats/lr"] = lr
-        metrics["stats/epochs"] = float(epochs_done)
-        metrics.update(guard.metrics())
+        metrics = learn_metrics(diagnostics, epoch_start, values=seqs["value"].reshape(-1),
+                                returns=seqs["returns"].reshape(-1), lr=lr, epochs_done=epochs_done, guard=guard)
         self.weight_version += 1
         return metrics
-
-    # -- state -----------------------------------------------------------------------------------------------
-    def modules(self) -> dict[str, Any]:
-        """The recurrent actor-critic."""
-        return {"net": self.net}
-
-    def optimizers(self) -> dict[str, Any]:
-        """Adam (learners only)."""
-        return {"adam": self.optimizer} if self.optimizer is not None else {}
-
-    def extra_state(self) -> dict[str, Any]:
-        """The sampling / shuffling generator, so a resumed run draws the same numbers."""
-        return {"generator": self.generator.get_state()}
-
-    def load_extra_state(self, state: dict[str, Any]) -> None:
-        """Restore the generator."""
-        if "generator" in state:
-            self.generator.set_state(state["generator"])
