@@ -164,7 +164,7 @@ class EnvRunnerActor(CollectiveMember):
         self.runner._has_value = has_value  # the stand-in can always ask; only value-estimating policies do
 
     def _sync_modules(self) -> dict[str, Any]:
-        return self.runner.policy.modules()
+        return self.runner.policy.rollout_modules()
 
     def _rollout_policy(self) -> Any:
         return self.runner.policy if self.runner is not None and self.runner.policy.modules() else None

@@ -77,7 +77,7 @@ class InferenceServerActor(CollectiveMember):
         self.busy_s = 0.0
 
     def _sync_modules(self) -> dict[str, Any]:
-        return self.policy.modules()
+        return self.policy.rollout_modules()
 
     def _rollout_policy(self) -> Any:
         return self.policy

@@ -77,7 +77,7 @@ class LearnerActor(CollectiveMember):
         return bool(self.buffer.needs_next_obs)
 
     def _sync_modules(self) -> dict[str, Any]:
-        return self.policy.modules()
+        return self.policy.rollout_modules()
 
     def _weights_holder(self) -> Any:
         return self.policy
@@ -281,10 +281,10 @@ class LearnerActor(CollectiveMember):
         return weights, fingerprint(weights)
 
     def weights_nbytes(self) -> int:
-        """Bytes of the weights a sync sends (every tensor of the policy's modules' state dicts)."""
+        """Bytes of the weights a sync sends (every tensor of the state dicts of the policy's rollout modules)."""
         from rlightning_core.weights.buckets import named_tensors
 
-        return int(sum(t.numel() * t.element_size() for t in named_tensors(self.policy.modules()).values()))
+        return int(sum(t.numel() * t.element_size() for t in named_tensors(self._sync_modules()).values()))
 
     def state_dict(self) -> dict[str, Any]:
         """The learner's state (tensors) and the buffer's."""

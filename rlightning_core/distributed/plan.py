@@ -66,7 +66,7 @@ def weight_sync_plan(config: Any, *, weights_nbytes: int | None = None) -> SyncP
 
     Args:
         config: the run's config.
-        weights_nbytes: bytes of the learner policy's weights (every tensor of its modules' state dicts), when
+        weights_nbytes: bytes of the weights a sync sends (the tensors of the policy's rollout modules), when
             :func:`needs_weights_size` says the choice depends on them; ``None`` leaves it ``undecided``.
 
     Raises:

@@ -3,7 +3,8 @@
 A policy component is registered with ``register(name, PolicyClass, config=Params)``; the builder calls
 ``PolicyClass(params, observation_space=..., action_space=..., role=..., device=..., seed=...)``. Rollout copies
 receive weights from the learner through :meth:`BasePolicy.get_weights` / :meth:`BasePolicy.set_weights` (numpy
-arrays, so they cross process boundaries without pickling tensors).
+arrays, so they cross process boundaries without pickling tensors): the modules of
+:meth:`BasePolicy.rollout_modules`, by default all of :meth:`BasePolicy.modules`.
 """
 
 from __future__ import annotations
@@ -160,26 +161,35 @@ class BasePolicy(ABC):
     def modules(self) -> dict[str, Any]:
         """The torch modules whose parameters make up the policy's weights, by name."""
 
+    def rollout_modules(self) -> dict[str, Any]:
+        """The modules a rollout copy needs to act: what a weight sync sends (a subset of :meth:`modules`).
+
+        All of :meth:`modules` by default. Off-policy learners override it to leave out critics and target
+        networks that only :meth:`learn` reads, so each sync moves only the acting weights (for SAC about a
+        fifth of the bytes). Checkpoints always hold every module.
+        """
+        return self.modules()
+
     def optimizers(self) -> dict[str, Any]:
         """The torch optimizers, by name (learners only)."""
         return {}
 
     def get_weights(self) -> dict[str, np.ndarray]:
-        """Parameters and buffers of :meth:`modules` as numpy arrays (``module.name`` keys)."""
+        """Parameters and buffers of :meth:`rollout_modules` as numpy arrays (``module.name`` keys)."""
         out: dict[str, np.ndarray] = {}
-        for mname, module in self.modules().items():
+        for mname, module in self.rollout_modules().items():
             for key, tensor in module.state_dict().items():
                 out[f"{mname}.{key}"] = tensor.detach().cpu().numpy().copy()
         return out
 
     def set_weights(self, weights: dict[str, Any], version: int | None = None) -> None:
-        """Copy ``weights`` (numpy arrays or tensors, as from :meth:`get_weights`) into the modules in place."""
+        """Copy ``weights`` (numpy arrays or tensors, as from :meth:`get_weights`) into :meth:`rollout_modules`."""
         import torch
 
         from rlightning_core.buffer.storage import as_tensor  # read-only arrays from Ray are fine
 
         with torch.no_grad():
-            for mname, module in self.modules().items():
+            for mname, module in self.rollout_modules().items():
                 state = module.state_dict()
                 for key, tensor in state.items():
                     tensor.copy_(as_tensor(weights[f"{mname}.{key}"]))

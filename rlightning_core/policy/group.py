@@ -128,14 +128,15 @@ class PolicyGroup:
         return self.learner.learn(buffer, progress=progress)
 
     def sync_weights(self) -> int:
-        """Copy the learner's weights into the rollout copy (``local`` strategy); returns the new version."""
+        """Copy the learner's :meth:`~BasePolicy.rollout_modules` into the rollout copy; returns the new version."""
         assert self.learner is not None and self.rollout is not None, "materialize() first"
         import torch
 
         self.version += 1
         with torch.no_grad():
-            for name, src_module in self.learner.modules().items():
-                dst_state = self.rollout.modules()[name].state_dict()
+            dst_modules = self.rollout.rollout_modules()
+            for name, src_module in self.learner.rollout_modules().items():
+                dst_state = dst_modules[name].state_dict()
                 for key, src in src_module.state_dict().items():
                     dst_state[key].copy_(src)
         self.rollout.weight_version = self.version

@@ -170,6 +170,12 @@ def _base_value() -> Any:
 
 
 def _check_weights(s: Subject, learner: Any, rollout: Any, obs: np.ndarray) -> None:
+    synced = s.call("rollout_modules()", learner.rollout_modules)
+    extra = sorted(set(synced) - set(learner.modules()))
+    if not synced or extra:
+        s.fail(f"rollout_modules() must name a non-empty subset of modules(), got {sorted(synced)}"
+               + (f" ({extra} are not in modules())" if extra else ""),
+               "return the modules act() uses, under the names modules() gives them")
     weights = s.call("get_weights()", learner.get_weights)
     if not isinstance(weights, dict) or not weights or not all(
             isinstance(v, np.ndarray) for v in weights.values()):
@@ -188,7 +194,7 @@ def _check_weights(s: Subject, learner: Any, rollout: Any, obs: np.ndarray) -> N
     b = s.call("act(obs, deterministic=True)", rollout.act, obs, deterministic=True)
     if not np.array_equal(a.actions, b.actions):
         s.fail("after set_weights(learner.get_weights()), learner and rollout copy act differently",
-               "make every parameter and buffer that act() uses part of modules()")
+               "make every parameter and buffer that act() uses part of rollout_modules() (modules() by default)")
     s.ok("get_weights / set_weights round trip: equal weights, equal deterministic actions, version set")
 
 
@@ -197,13 +203,19 @@ def _check_state(s: Subject, learner: Any, fresh: Callable[[], Any]) -> None:
     loaded = checkpoint_round_trip(s, state, "state_dict()")
     other = fresh()
     s.call("load_state_dict(state)", other.load_state_dict, loaded)
-    if not trees_equal(learner.get_weights(), other.get_weights()):
+    if not trees_equal(_all_weights(learner), _all_weights(other)):
         s.fail("load_state_dict(state_dict()) into a policy built with another seed did not restore the weights",
                "restore every module in load_state_dict (BasePolicy's default does)")
     if not trees_equal(_optimizer_states(learner), _optimizer_states(other)):
         s.fail("load_state_dict(state_dict()) after learn() did not restore the optimizer state",
                "list every optimizer in optimizers() so state_dict() saves it")
     s.ok("state_dict survives torch.save / torch.load(weights_only=True) and load_state_dict restores it")
+
+
+def _all_weights(policy: Any) -> dict[str, Any]:
+    """Every module's state (not only what a sync sends), as numpy arrays."""
+    return {f"{m}.{k}": t.detach().cpu().numpy() for m, module in policy.modules().items()
+            for k, t in module.state_dict().items()}
 
 
 def _optimizer_states(policy: Any) -> dict[str, Any]:

@@ -50,8 +50,8 @@ def fingerprint(tensors: Mapping[str, Any]) -> Fingerprint:
 
 
 def policy_fingerprint(policy: Any) -> Fingerprint:
-    """The fingerprint of a policy's weights: its modules' tensors in place, else its ``get_weights()`` arrays."""
-    modules = policy.modules()
+    """The fingerprint of the weights a sync moves: the rollout modules' tensors in place, else ``get_weights()``."""
+    modules = policy.rollout_modules() if hasattr(policy, "rollout_modules") else policy.modules()
     if modules:
         from rlightning_core.weights.buckets import named_tensors
 

@@ -99,6 +99,35 @@ def test_same_seed_gives_bit_identical_parameters(tmp_path, build_run, name, tin
 
 
 @needs_plugins
+@pytest.mark.parametrize(("name", "tiny", "synced", "kept"), [
+    ("pendulum_sac", SAC_TINY, {"actor"}, {"critic", "critic_target", "ent_coef"}),
+    ("pendulum_td3", SAC_TINY, {"actor"}, {"actor_target", "critic", "critic_target"}),
+    ("cartpole_dqn", DQN_TINY, {"q", "exploration"}, {"q_target"})], ids=["sac", "td3", "dqn"])
+def test_a_weight_sync_moves_only_the_modules_rollout_copies_act_with(tmp_path, build_run, name, tiny, synced, kept):
+    """Critics and target networks stay with the learner: the rollout copy's are never overwritten, its acting
+    modules equal the learner's after every sync, and the size a Ray run sizes its sync by counts those alone."""
+    from rlightning_core.plan import measure_weights_nbytes
+    from rlightning_core.plugins import get_plugins
+
+    if name.endswith("td3") and "td3" not in get_plugins().registry.names("policy"):
+        pytest.skip("needs the rlightning-td3 plugin installed")
+    engine = build_run(example(name, *tiny, "engine.total_steps=640"))
+    engine.run(tmp_path / "run")
+    learner, rollout = engine.policy_group.learner, engine.policy_group.rollout
+    assert engine.updates > 0 and set(learner.rollout_modules()) == synced
+    assert set(learner.modules()) == synced | kept
+    for mname in synced:
+        ours, theirs = learner.modules()[mname].state_dict(), rollout.modules()[mname].state_dict()
+        assert all(torch.equal(ours[k], theirs[k]) for k in ours), mname
+    for mname in kept:  # trained on the learner, still the rollout copy's own initialization (another seed)
+        ours, theirs = learner.modules()[mname].state_dict(), rollout.modules()[mname].state_dict()
+        assert any(not torch.equal(ours[k], theirs[k]) for k in ours if ours[k].is_floating_point()), mname
+    assert {k.split(".", 1)[0] for k in learner.get_weights()} == synced
+    acting = sum(t.numel() * t.element_size() for m in synced for t in learner.modules()[m].state_dict().values())
+    assert measure_weights_nbytes(example(name, *tiny, "cluster.mode=ray")) == acting
+
+
+@needs_plugins
 def test_resume_reproduces_an_uninterrupted_run(tmp_path, build_run):
     """Replay contents, sampling generators and update counters are checkpointed: resuming changes nothing."""
     from rlightning_core import hookimpl

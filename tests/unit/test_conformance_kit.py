@@ -170,6 +170,11 @@ class NumpyState(TinyPolicy):
         return {"counts": np.zeros(3)}
 
 
+class SyncsAStranger(TinyPolicy):
+    def rollout_modules(self):
+        return {**self.modules(), "stranger": self.modules()[next(iter(self.modules()))]}
+
+
 class ForgetfulStats(Preprocessor):
     """Normalizes with a running mean but updates it even when update=False."""
 
@@ -303,6 +308,8 @@ def test_an_env_whose_first_and_final_observations_coincide_passes():
     (Float64Extras, r"extras\['value'\] has dtype float64, extras_spec promises float32"),
     (NeverLearns, r"learn\(\) on 1 batch\(es\) of 16 x 4 transitions left every parameter unchanged"),
     (NumpyState, r"state_dict\(\) cannot be loaded with torch.load\(weights_only=True\)"),
+    (SyncsAStranger, r"rollout_modules\(\) must name a non-empty subset of modules\(\), got \[.*'stranger'\] "
+                     r"\(\['stranger'\] are not in modules\(\)\)"),
 ])
 def test_broken_policies_are_reported_with_the_fix(cls, message):
     with pytest.raises(ConformanceError, match=message):

@@ -294,6 +294,10 @@ class DQNPolicy(BasePolicy):
         """Q network, target network and the exploration state (epsilon)."""
         return {"q": self.q, "q_target": self.q_target, "exploration": self.exploration}
 
+    def rollout_modules(self) -> dict[str, Any]:
+        """The online Q network and the exploration schedule; the target network stays with the learner."""
+        return {"q": self.q, "exploration": self.exploration}
+
     def optimizers(self) -> dict[str, Any]:
         """Adam (learners only)."""
         return {"adam": self.optimizer} if self.optimizer is not None else {}

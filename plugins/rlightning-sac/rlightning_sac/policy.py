@@ -34,7 +34,7 @@ from rlightning_core.policy.schedule import UpdateSchedule
 from rlightning_sac.networks import Actor, Critics, EntropyCoef, squashed_sample
 from rlightning_sac.params import SACParams
 
-__all__ = ["SACPolicy"]
+__all__ = ["ReplayActorCritic", "SACPolicy"]
 
 
 def _adam(parameters: Any, lr: float) -> torch.optim.Optimizer:
@@ -82,26 +82,28 @@ class _Deterministic(torch.nn.Module):
         return torch.minimum(torch.maximum(scaled, self.low), self.high)
 
 
-class SACPolicy(BasePolicy):
-    """SAC with twin critics, target critics, a tanh-squashed Gaussian actor and automatic entropy tuning."""
+class ReplayActorCritic(BasePolicy):
+    """What SAC and TD3 share: an actor on a bounded 1-D Box with critics, learned from a replay buffer.
+
+    Subclasses build ``actor`` (with a ``trained`` buffer), ``critic`` and their optimizers after
+    :meth:`_setup`, and define ``_update`` (one gradient update, returning its statistics as one tensor) and
+    ``_summarize`` (those statistics summed over a learn call -> metrics). Generators, the update schedule and
+    the update counter are saved and restored here.
+    """
 
     default_buffer = "replay"
     extras_spec: dict[str, tuple[tuple[int, ...], Any]] = {}
+    #: The policy's registered name, for messages.
+    _name = ""
+    #: Statistics ``_update`` returns, in order.
+    _stats: tuple[str, ...] = ()
+    actor: torch.nn.Module
+    critic_optimizer: torch.optim.Optimizer | None
 
-    def __init__(self, params: SACParams, *, observation_space: Any, action_space: Any,
-                 role: PolicyRole = PolicyRole.LEARNER, device: str = "cpu", seed: int = 0) -> None:
-        super().__init__(params, observation_space=observation_space, action_space=action_space, role=role,
-                         device=device, seed=seed)
-        obs_dim, self.act_dim = _space_info(observation_space, action_space)
-        hidden = [int(h) for h in params.hidden_sizes]
-        torch.manual_seed(seed)  # parameter initialization is a function of the seed alone
-        self.actor = Actor(obs_dim, self.act_dim, hidden, params.activation,
-                           (params.log_std_bounds[0], params.log_std_bounds[1])).to(device)
-        self.critic = Critics(2, obs_dim, self.act_dim, hidden, params.activation).to(device)
-        self.critic_target = deepcopy(self.critic).requires_grad_(False)
-        self.ent_coef = EntropyCoef(params.ent_coef).to(device)
-        self.target_entropy = float(params.target_entropy if params.target_entropy is not None
-                                    else -self.act_dim)
+    def _setup(self, params: Any, observation_space: Any, action_space: Any, device: str, seed: int
+               ) -> tuple[int, list[int]]:
+        """Check the spaces, seed the parameter initialization and make the generators; ``(obs_dim, hidden)``."""
+        obs_dim, self.act_dim = _space_info(observation_space, action_space, self._name)
         self.low = np.asarray(action_space.low, dtype=np.float32)
         self.high = np.asarray(action_space.high, dtype=np.float32)
         #: CPU generator: replay draws and rollout noise; ``noise_generator`` draws the learner's noise.
@@ -109,6 +111,104 @@ class SACPolicy(BasePolicy):
         self.noise_generator = torch.Generator(device=device).manual_seed(seed + 2)
         self.schedule = UpdateSchedule(params.utd_ratio, params.learning_starts)
         self.num_updates = 0
+        torch.manual_seed(seed)  # parameter initialization is a function of the seed alone
+        return obs_dim, [int(h) for h in params.hidden_sizes]
+
+    def _obs(self, obs: np.ndarray | torch.Tensor) -> torch.Tensor:
+        x = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
+        return x.reshape(x.shape[0], -1) if x.dim() > 2 else x
+
+    def _output(self, actions: torch.Tensor) -> PolicyOutput:
+        """Actions in ``[-1, 1]`` (stored) with their rescaling to the action box (sent to the envs)."""
+        out = actions.cpu().numpy()
+        env_actions = np.clip(self.low + 0.5 * (out + 1.0) * (self.high - self.low), self.low, self.high)
+        return PolicyOutput(actions=out, env_actions=env_actions.astype(np.float32, copy=False))
+
+    def learn(self, buffer: Any, *, progress: float = 0.0) -> dict[str, float]:
+        """Make the gradient updates the new data warrants (``utd_ratio``); returns their mean statistics.
+
+        Besides the algorithm's (:meth:`_summarize`): ``stats/updates`` (this call's updates) and
+        ``stats/num_updates`` (all so far). A call with no update due returns only the counters.
+        """
+        if self.critic_optimizer is None:
+            raise RuntimeError(f"learn() called on a rollout copy of {self._name}")
+        if not hasattr(buffer, "sample"):
+            raise TypeError(f"{self._name} learns from a replay buffer (buffer.type: replay), got "
+                            f"{type(buffer).__name__}")
+        if hasattr(buffer, "set_progress"):
+            buffer.set_progress(progress)
+        n = self.schedule.due(buffer)
+        metrics: dict[str, float] = {"stats/updates": float(n)}
+        guard_of(self).begin_learn()  # NaN/inf in a loss or gradients: raise or skip (policy.nan_policy)
+        if n:
+            prioritized = bool(getattr(getattr(buffer, "params", None), "prioritized", False))
+            sums = torch.zeros(len(self._stats), device=self.device)
+            for _ in range(n):
+                sums += self._update(buffer, prioritized)
+            metrics.update(self._summarize(sums, n))
+            self.actor.trained.fill_(1.0)
+        metrics["stats/num_updates"] = float(self.num_updates)
+        metrics.update(guard_of(self).metrics())
+        return metrics
+
+    def _update(self, buffer: Any, prioritized: bool) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _summarize(self, sums: torch.Tensor, n: int) -> dict[str, float]:
+        """Metrics of a learn call from its ``n`` updates' statistics summed: their means by default."""
+        return dict(zip(self._stats, (sums / n).tolist(), strict=True))
+
+    def _batch(self, buffer: Any) -> tuple[dict[str, Any], torch.Tensor, torch.Tensor, torch.Tensor]:
+        """A replay batch on this device: ``(batch, obs, next_obs, bootstrap)``, observations flat float32."""
+        batch = self.on_device(buffer.sample(self.params.batch_size, generator=self.generator))
+        obs, next_obs = batch["obs"].float(), batch["next_obs"].float()
+        if obs.dim() > 2:
+            obs, next_obs = obs.flatten(1), next_obs.flatten(1)
+        return batch, obs, next_obs, batch["discount"] * (1.0 - batch["terminated"])
+
+    def rollout_modules(self) -> dict[str, Any]:
+        """The actor alone (with its ``trained`` flag): what a rollout copy acts with and a sync sends."""
+        return {"actor": self.actor}
+
+    def extra_state(self) -> dict[str, Any]:
+        """Generators and update counters, so a resumed run draws the same numbers and keeps the ratio."""
+        return {"generator": self.generator.get_state(), "noise_generator": self.noise_generator.get_state(),
+                "schedule": self.schedule.state_dict(), "num_updates": self.num_updates}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`extra_state`."""
+        if "generator" in state:
+            self.generator.set_state(state["generator"])
+        if "noise_generator" in state:
+            saved = state["noise_generator"]
+            try:
+                self.noise_generator.set_state(saved)
+            except RuntimeError:  # saved on another kind of device (a GPU run resumed on CPU, or back)
+                seed = int.from_bytes(hashlib.sha256(saved.numpy().tobytes()).digest()[:8], "little")
+                self.noise_generator.manual_seed(seed)  # deterministic, though not the uninterrupted draws
+        if "schedule" in state:
+            self.schedule.load_state_dict(state["schedule"])
+        self.num_updates = int(state.get("num_updates", self.num_updates))
+
+
+class SACPolicy(ReplayActorCritic):
+    """SAC with twin critics, target critics, a tanh-squashed Gaussian actor and automatic entropy tuning."""
+
+    _name = "sac"
+    _stats = ("loss/critic", "loss/actor", "loss/ent_coef", "stats/ent_coef", "stats/entropy", "stats/q_mean")
+
+    def __init__(self, params: SACParams, *, observation_space: Any, action_space: Any,
+                 role: PolicyRole = PolicyRole.LEARNER, device: str = "cpu", seed: int = 0) -> None:
+        super().__init__(params, observation_space=observation_space, action_space=action_space, role=role,
+                         device=device, seed=seed)
+        obs_dim, hidden = self._setup(params, observation_space, action_space, device, seed)
+        self.actor = Actor(obs_dim, self.act_dim, hidden, params.activation,
+                           (params.log_std_bounds[0], params.log_std_bounds[1])).to(device)
+        self.critic = Critics(2, obs_dim, self.act_dim, hidden, params.activation).to(device)
+        self.critic_target = deepcopy(self.critic).requires_grad_(False)
+        self.ent_coef = EntropyCoef(params.ent_coef).to(device)
+        self.target_entropy = float(params.target_entropy if params.target_entropy is not None
+                                    else -self.act_dim)
         self.actor_optimizer: torch.optim.Optimizer | None = None
         self.critic_optimizer: torch.optim.Optimizer | None = None
         self.ent_coef_optimizer: torch.optim.Optimizer | None = None
@@ -120,10 +220,6 @@ class SACPolicy(BasePolicy):
         self._autocast = params.precision == "bf16"
 
     # -- rollout ---------------------------------------------------------------------------------------------
-    def _obs(self, obs: np.ndarray | torch.Tensor) -> torch.Tensor:
-        x = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
-        return x.reshape(x.shape[0], -1) if x.dim() > 2 else x
-
     def act(self, obs: np.ndarray, *, deterministic: bool = False) -> PolicyOutput:
         """Actions in ``[-1, 1]`` (stored) and rescaled to the action box (sent to the envs).
 
@@ -142,9 +238,7 @@ class SACPolicy(BasePolicy):
                 else:
                     noise = torch.randn(mean.shape, generator=self.generator).to(mean.device)
                     actions = torch.tanh(mean + log_std.exp() * noise)
-            out = actions.cpu().numpy()
-        env_actions = np.clip(self.low + 0.5 * (out + 1.0) * (self.high - self.low), self.low, self.high)
-        return PolicyOutput(actions=out, env_actions=env_actions.astype(np.float32, copy=False))
+            return self._output(actions)
 
     def export_module(self) -> torch.nn.Module:
         """What ``act(obs, deterministic=True)`` sends to the envs, as a module (for ``rlightning export``)."""
@@ -157,46 +251,15 @@ class SACPolicy(BasePolicy):
         return torch.autocast(device_type=torch.device(self.device).type, dtype=torch.bfloat16)
 
     # -- training --------------------------------------------------------------------------------------------
-    def learn(self, buffer: Any, *, progress: float = 0.0) -> dict[str, float]:
-        """Make the gradient updates the new data warrants (``utd_ratio``); returns their mean losses.
-
-        Metrics: ``loss/critic``, ``loss/actor``, ``loss/ent_coef``, ``stats/ent_coef``, ``stats/entropy``
-        (``-log pi`` of the actor's samples), ``stats/q_mean``, ``stats/updates`` (this call's updates) and
-        ``stats/num_updates`` (all so far). A call with no update due returns only the two counters.
-        """
-        if self.critic_optimizer is None:
-            raise RuntimeError("learn() called on a rollout copy of sac")
-        if not hasattr(buffer, "sample"):
-            raise TypeError(f"sac learns from a replay buffer (buffer.type: replay), got {type(buffer).__name__}")
-        if hasattr(buffer, "set_progress"):
-            buffer.set_progress(progress)
-        n = self.schedule.due(buffer)
-        metrics: dict[str, float] = {"stats/updates": float(n)}
-        guard_of(self).begin_learn()  # NaN/inf in a loss or gradients: raise or skip (policy.nan_policy)
-        if n:
-            prioritized = bool(getattr(getattr(buffer, "params", None), "prioritized", False))
-            sums = torch.zeros(6, device=self.device)
-            for _ in range(n):
-                sums += self._update(buffer, prioritized)
-            names = ("loss/critic", "loss/actor", "loss/ent_coef", "stats/ent_coef", "stats/entropy", "stats/q_mean")
-            metrics.update(zip(names, (sums / n).tolist(), strict=True))
-            self.actor.trained.fill_(1.0)
-        metrics["stats/num_updates"] = float(self.num_updates)
-        metrics.update(guard_of(self).metrics())
-        return metrics
-
+    # learn() (ReplayActorCritic's) reports the means over its updates of ``_stats``: ``loss/critic``,
+    # ``loss/actor``, ``loss/ent_coef``, ``stats/ent_coef``, ``stats/entropy`` (``-log pi`` of the actor's
+    # samples) and ``stats/q_mean``.
     def _update(self, buffer: Any, prioritized: bool) -> torch.Tensor:
         """One gradient update; returns its statistics as one tensor (no host sync per update)."""
         assert self.actor_optimizer is not None and self.critic_optimizer is not None
         p = self.params
-        batch = self.on_device(buffer.sample(p.batch_size, generator=self.generator))
-        obs, actions = batch["obs"].float(), batch["actions"].float()
-        if obs.dim() > 2:
-            obs, next_obs = obs.flatten(1), batch["next_obs"].float().flatten(1)
-        else:
-            next_obs = batch["next_obs"].float()
-        bootstrap = batch["discount"] * (1.0 - batch["terminated"])
-        weights = batch["weights"]
+        batch, obs, next_obs, bootstrap = self._batch(buffer)
+        actions, weights = batch["actions"].float(), batch["weights"]
         noise = torch.randn((2, obs.shape[0], self.act_dim), generator=self.noise_generator, device=self.device)
         # 1. actions of the current actor (kept in the graph for the actor loss)
         with self._cast():
@@ -264,23 +327,3 @@ class SACPolicy(BasePolicy):
         """Adam of actor, critics and (when tuned) the entropy coefficient; learners only."""
         opts = {"actor": self.actor_optimizer, "critic": self.critic_optimizer, "ent_coef": self.ent_coef_optimizer}
         return {k: v for k, v in opts.items() if v is not None}
-
-    def extra_state(self) -> dict[str, Any]:
-        """Generators and update counters, so a resumed run draws the same numbers and keeps the ratio."""
-        return {"generator": self.generator.get_state(), "noise_generator": self.noise_generator.get_state(),
-                "schedule": self.schedule.state_dict(), "num_updates": self.num_updates}
-
-    def load_extra_state(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`extra_state`."""
-        if "generator" in state:
-            self.generator.set_state(state["generator"])
-        if "noise_generator" in state:
-            saved = state["noise_generator"]
-            try:
-                self.noise_generator.set_state(saved)
-            except RuntimeError:  # saved on another kind of device (a GPU run resumed on CPU, or back)
-                seed = int.from_bytes(hashlib.sha256(saved.numpy().tobytes()).digest()[:8], "little")
-                self.noise_generator.manual_seed(seed)  # deterministic, though not the uninterrupted draws
-        if "schedule" in state:
-            self.schedule.load_state_dict(state["schedule"])
-        self.num_updates = int(state.get("num_updates", self.num_updates))

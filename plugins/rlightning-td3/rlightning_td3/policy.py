@@ -17,8 +17,8 @@ also owns the optimizers and runs :meth:`TD3Policy.learn` on a replay buffer. Pe
 Rollout copies act with :math:`\operatorname{clip}(\mu(s) + \mathcal{N}(0, \text{action\_noise}^2), -1, 1)`, and
 uniformly at random until they receive trained weights (the warm-up of ``learning_starts`` transitions).
 Actions live in ``[-1, 1]`` (what the buffer stores and the critics see); ``env_actions`` rescales them to the
-action box. The critics are SAC's ensemble (:class:`rlightning_sac.networks.Critics`); generator state,
-schedule and counters are saved and restored as SAC's are.
+action box. The critics are SAC's ensemble (:class:`rlightning_sac.networks.Critics`); the learn loop, replay
+batches, generators, schedule and counters are SAC's too (:class:`rlightning_sac.policy.ReplayActorCritic`).
 """
 
 from __future__ import annotations
@@ -29,11 +29,10 @@ from typing import Any
 import numpy as np
 import torch
 from rlightning_sac.networks import Critics
-from rlightning_sac.policy import SACPolicy, _adam, _space_info
+from rlightning_sac.policy import ReplayActorCritic, _adam
 
-from rlightning_core.policy.base import BasePolicy, PolicyOutput, PolicyRole
+from rlightning_core.policy.base import PolicyOutput, PolicyRole
 from rlightning_core.policy.numerics import guard_of
-from rlightning_core.policy.schedule import UpdateSchedule
 from rlightning_td3.networks import Actor, ScaledActor
 from rlightning_td3.params import TD3Params
 
@@ -46,30 +45,21 @@ def _polyak(target: torch.nn.Module, online: torch.nn.Module, tau: float) -> Non
             t.lerp_(o, tau)
 
 
-class TD3Policy(BasePolicy):
+class TD3Policy(ReplayActorCritic):
     """TD3: a deterministic tanh actor, twin critics, target networks, smoothing and delayed actor updates."""
 
-    default_buffer = "replay"
-    extras_spec: dict[str, tuple[tuple[int, ...], Any]] = {}
+    _name = "td3"
+    _stats = ("loss/critic", "stats/q_mean", "loss/actor", "stats/actor_updates")
 
     def __init__(self, params: TD3Params, *, observation_space: Any, action_space: Any,
                  role: PolicyRole = PolicyRole.LEARNER, device: str = "cpu", seed: int = 0) -> None:
         super().__init__(params, observation_space=observation_space, action_space=action_space, role=role,
                          device=device, seed=seed)
-        obs_dim, self.act_dim = _space_info(observation_space, action_space, "td3")
-        hidden = [int(h) for h in params.hidden_sizes]
-        torch.manual_seed(seed)  # parameter initialization is a function of the seed alone
+        obs_dim, hidden = self._setup(params, observation_space, action_space, device, seed)
         self.actor = Actor(obs_dim, self.act_dim, hidden, params.activation).to(device)
         self.actor_target = deepcopy(self.actor).requires_grad_(False)
         self.critic = Critics(2, obs_dim, self.act_dim, hidden, params.activation).to(device)
         self.critic_target = deepcopy(self.critic).requires_grad_(False)
-        self.low = np.asarray(action_space.low, dtype=np.float32)
-        self.high = np.asarray(action_space.high, dtype=np.float32)
-        #: CPU generator: replay draws and exploration noise; ``noise_generator`` draws the smoothing noise.
-        self.generator = torch.Generator(device="cpu").manual_seed(seed + 1)
-        self.noise_generator = torch.Generator(device=device).manual_seed(seed + 2)
-        self.schedule = UpdateSchedule(params.utd_ratio, params.learning_starts)
-        self.num_updates = 0
         self.actor_optimizer: torch.optim.Optimizer | None = None
         self.critic_optimizer: torch.optim.Optimizer | None = None
         if role is PolicyRole.LEARNER:
@@ -77,8 +67,6 @@ class TD3Policy(BasePolicy):
             self.critic_optimizer = _adam(self.critic.parameters(), params.lr)
 
     # -- rollout ---------------------------------------------------------------------------------------------
-    _obs = SACPolicy._obs
-
     def act(self, obs: np.ndarray, *, deterministic: bool = False) -> PolicyOutput:
         """Actions in ``[-1, 1]`` (stored) and rescaled to the action box (sent to the envs).
 
@@ -94,44 +82,22 @@ class TD3Policy(BasePolicy):
                 if not deterministic and self.params.action_noise > 0:
                     noise = torch.randn(actions.shape, generator=self.generator)
                     actions = (actions + self.params.action_noise * noise).clamp(-1.0, 1.0)
-            out = actions.numpy()
-        env_actions = np.clip(self.low + 0.5 * (out + 1.0) * (self.high - self.low), self.low, self.high)
-        return PolicyOutput(actions=out, env_actions=env_actions.astype(np.float32, copy=False))
+            return self._output(actions)
 
     def export_module(self) -> torch.nn.Module:
         """What ``act(obs, deterministic=True)`` sends to the envs, as a module (for ``rlightning export``)."""
         return ScaledActor(self.actor, self.low, self.high)
 
     # -- training --------------------------------------------------------------------------------------------
-    def learn(self, buffer: Any, *, progress: float = 0.0) -> dict[str, float]:
-        """Make the gradient updates the new data warrants (``utd_ratio``); returns their mean losses.
+    def _summarize(self, sums: torch.Tensor, n: int) -> dict[str, float]:
+        """Means over the call's updates of ``loss/critic`` and ``stats/q_mean``; ``stats/actor_updates``.
 
-        Metrics: ``loss/critic``, ``stats/q_mean`` (means over this call's updates), ``loss/actor`` (mean over
-        its actor updates, when it made any), ``stats/updates``, ``stats/actor_updates`` (this call's) and
-        ``stats/num_updates`` (all so far). A call with no update due returns only the counters.
+        ``loss/actor`` is the mean over the call's actor updates, when it made any.
         """
-        if self.critic_optimizer is None:
-            raise RuntimeError("learn() called on a rollout copy of td3")
-        if not hasattr(buffer, "sample"):
-            raise TypeError(f"td3 learns from a replay buffer (buffer.type: replay), got {type(buffer).__name__}")
-        if hasattr(buffer, "set_progress"):
-            buffer.set_progress(progress)
-        n = self.schedule.due(buffer)
-        metrics: dict[str, float] = {"stats/updates": float(n), "stats/actor_updates": 0.0}
-        guard_of(self).begin_learn()  # NaN/inf in a loss or gradients: raise or skip (policy.nan_policy)
-        if n:
-            prioritized = bool(getattr(getattr(buffer, "params", None), "prioritized", False))
-            sums = torch.zeros(4, device=self.device)
-            for _ in range(n):
-                sums += self._update(buffer, prioritized)
-            critic, q_mean, actor, actor_updates = sums.tolist()
-            metrics.update({"loss/critic": critic / n, "stats/q_mean": q_mean / n,
-                            "stats/actor_updates": actor_updates})
-            if actor_updates:
-                metrics["loss/actor"] = actor / actor_updates
-            self.actor.trained.fill_(1.0)
-        metrics["stats/num_updates"] = float(self.num_updates)
-        metrics.update(guard_of(self).metrics())
+        critic, q_mean, actor, actor_updates = sums.tolist()
+        metrics = {"loss/critic": critic / n, "stats/q_mean": q_mean / n, "stats/actor_updates": actor_updates}
+        if actor_updates:
+            metrics["loss/actor"] = actor / actor_updates
         return metrics
 
     def target_actions(self, next_obs: torch.Tensor) -> torch.Tensor:
@@ -150,10 +116,8 @@ class TD3Policy(BasePolicy):
         """
         assert self.actor_optimizer is not None and self.critic_optimizer is not None
         p = self.params
-        batch = self.on_device(buffer.sample(p.batch_size, generator=self.generator))
-        obs, actions = batch["obs"].float().flatten(1), batch["actions"].float()
-        next_obs = batch["next_obs"].float().flatten(1)
-        bootstrap = batch["discount"] * (1.0 - batch["terminated"])
+        batch, obs, next_obs, bootstrap = self._batch(buffer)
+        actions = batch["actions"].float()
         guard = guard_of(self)
         self.num_updates += 1
         with torch.no_grad():
@@ -197,8 +161,3 @@ class TD3Policy(BasePolicy):
         """Adam of actor and critics; learners only."""
         opts = {"actor": self.actor_optimizer, "critic": self.critic_optimizer}
         return {k: v for k, v in opts.items() if v is not None}
-
-    #: Generators, update schedule and counter: the same fields as SAC's, saved and restored the same way
-    #: (including a noise generator saved on another device kind).
-    extra_state = SACPolicy.extra_state
-    load_extra_state = SACPolicy.load_extra_state
