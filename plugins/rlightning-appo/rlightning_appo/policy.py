@@ -12,7 +12,8 @@ learn call then, over the whole ``[T, N]`` rollout:
    ratio taken as 1, i.e. GAE over the current values with no correction);
 3. runs ``epochs`` passes of minibatch updates: policy loss on the advantages — PPO's clipped surrogate with
    the ratio to the step-1 policy (``clip: true``) or IMPALA's ``-A log pi`` (``clip: false``) —, value loss
-   ``0.5 (V - vs)^2``, minus ``ent_coef`` times the entropy.
+   ``0.5 (V - vs)^2`` (with ``clip_value``, clipped around the step-1 values, not the stale recorded ones), minus
+   ``ent_coef`` times the entropy.
 
 Bootstrap values (after the rollout's last step, and at time-limit truncations) are computed in step 1 too, with
 the learner's current weights, from the next observations the ``appo_rollout`` buffer stores
@@ -81,6 +82,7 @@ class APPOPolicy(PPOPolicy):
         data["advantages"] = out.pg_advantages.reshape(-1)
         data["returns"] = out.vs.reshape(-1)
         data["target_lp"] = target_lp.reshape(-1)
+        data["value"] = values.reshape(-1)  # clip_value's anchor: the learner's values now, as target_lp is
         ratio = (target_lp - behaviour_lp).exp()
         stats = {"stats/is_ratio_mean": ratio.mean().item(), "stats/is_ratio_max": ratio.max().item(),
                  "stats/rho_clip_fraction": (ratio > p.rho_bar * (1 + _ROUNDING)).float().mean().item(),

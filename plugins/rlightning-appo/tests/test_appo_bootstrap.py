@@ -57,6 +57,9 @@ def test_bootstrap_values_are_the_learners(lam):
     torch.testing.assert_close(data["returns"].reshape(T, N), expected.vs, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(data["advantages"].reshape(T, N), expected.pg_advantages, rtol=1e-5, atol=1e-5)
     assert data["returns"].abs().max() < 50  # none of the stale +-100 bootstrap values got in
+    # clip_value's anchor is the learner's values too, not the ones the rollout copy recorded
+    torch.testing.assert_close(data["value"].reshape(T, N), values)
+    assert not torch.allclose(data["value"].reshape(T, N), torch.as_tensor(chunk.data["value"]))
 
 
 def test_the_plain_rollout_buffer_keeps_the_recorded_bootstrap_values(caplog):
