@@ -9,7 +9,10 @@ evaluation, one torch thread. rlightning is ``examples/breakout_ppo.yaml`` timed
 (``result.train_s``), SB3 from ``on_training_start`` to the end of ``learn()``. Target: env steps per second
 of rlightning >= 1.5 x SB3's. The variants alternate and medians are reported.
 
-Run: ``python benchmarks/atari_throughput.py [--steps 8192] [--repeats 2] [--target 1.5]``. Needs
+``--device cuda`` puts both learners on the GPU (SB3 also acts there; rlightning's rollout copy stays on the CPU
+unless ``policy.rollout_device`` says otherwise, so a third variant acts on the GPU too).
+
+Run: ``python benchmarks/atari_throughput.py [--steps 8192] [--repeats 2] [--target 1.5] [--device cpu]``. Needs
 ``stable-baselines3`` and ``ale-py`` (skipped with a message without them). Always exits 0.
 """
 
@@ -33,7 +36,7 @@ ZOO = {"n_steps": 128, "n_epochs": 4, "batch_size": 256, "ent_coef": 0.01, "vf_c
 N_ENVS, LR = 8, 2.5e-4
 
 
-def sb3_ppo(seed: int, total_steps: int) -> dict[str, Any]:
+def sb3_ppo(seed: int, total_steps: int, device: str = "cpu") -> dict[str, Any]:
     """Train SB3 PPO ``CnnPolicy`` on Breakout with rl-zoo's Atari settings; time training only."""
     import ale_py
     import gymnasium
@@ -65,7 +68,7 @@ def sb3_ppo(seed: int, total_steps: int) -> dict[str, Any]:
 
     torch.set_num_threads(1)
     env = VecFrameStack(make_atari_env(ENV_ID, n_envs=N_ENVS, seed=seed), n_stack=4)
-    model = PPO("CnnPolicy", env, learning_rate=lambda remaining: remaining * LR, seed=seed, device="cpu",
+    model = PPO("CnnPolicy", env, learning_rate=lambda remaining: remaining * LR, seed=seed, device=device,
                 verbose=0, **ZOO)
     clock = Clock()
     model.learn(total_timesteps=total_steps, callback=clock)
@@ -81,6 +84,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=8192, help="env steps per run (default 8192: 8 updates)")
     parser.add_argument("--repeats", "-n", type=int, default=2, help="runs of each variant (default 2)")
     parser.add_argument("--target", type=float, default=1.5, help="smallest SPS ratio (default 1.5)")
+    parser.add_argument("--device", default="cpu", help="the learners' torch device (default cpu)")
     args = parser.parse_args()
     setup("rlightning PPO vs Stable-Baselines3 PPO CnnPolicy, BreakoutNoFrameskip-v4, same work")
     try:
@@ -91,18 +95,23 @@ def main() -> None:
               "'rlightning-gymnasium[atari]'; `nox -s bench` installs them)")
         return
     print(f"  stable-baselines3 {stable_baselines3.__version__}; {args.steps:,} env steps per run, "
-          f"{args.repeats} interleaved runs each, after an untimed warm-up of each")
-    overrides = [*NO_EXTRAS, f"engine.total_steps={args.steps}"]
-    run_rlightning([*NO_EXTRAS, "engine.total_steps=1024"], config=CONFIG)
-    sb3_ppo(0, 1024)
-    runs = interleave({
+          f"{args.repeats} interleaved runs each, after an untimed warm-up of each; device {args.device}")
+    device = [f"policy.device={args.device}"]
+    overrides = [*NO_EXTRAS, *device, f"engine.total_steps={args.steps}"]
+    run_rlightning([*NO_EXTRAS, *device, "engine.total_steps=1024"], config=CONFIG)
+    sb3_ppo(0, 1024, args.device)
+    variants = {
         "rlightning": lambda i: run_rlightning([*overrides, f"seed={i}"], config=CONFIG),
-        "stable-baselines3": lambda i: sb3_ppo(i, args.steps),
-    }, args.repeats)
+        "stable-baselines3": lambda i: sb3_ppo(i, args.steps, args.device),
+    }
+    if args.device != "cpu":
+        variants["rlightning, acts on GPU"] = lambda i: run_rlightning(
+            [*overrides, f"policy.rollout_device={args.device}", f"seed={i}"], config=CONFIG)
+    runs = interleave(variants, args.repeats)
     sb3_sps = med(runs["stable-baselines3"], "sps")
-    print(f"\n  {'variant':<20}{'steps/s':>10}{'train s':>9}{'collect s':>11}{'learn s':>9}{'vs SB3':>8}")
+    print(f"\n  {'variant':<26}{'steps/s':>10}{'train s':>9}{'collect s':>11}{'learn s':>9}{'vs SB3':>8}")
     for name, rows in runs.items():
-        print(f"  {name:<20}{med(rows, 'sps'):>10,.0f}{med(rows, 'train_s'):>9.2f}{med(rows, 'collect_s'):>11.2f}"
+        print(f"  {name:<26}{med(rows, 'sps'):>10,.0f}{med(rows, 'train_s'):>9.2f}{med(rows, 'collect_s'):>11.2f}"
               f"{med(rows, 'learn_s'):>9.2f}{med(rows, 'sps') / sb3_sps:>8.2f}")
     print("  (SB3's collect includes its GAE, rlightning's learn does)")
     ratio = med(runs["rlightning"], "sps") / sb3_sps

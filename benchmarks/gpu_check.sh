@@ -7,7 +7,8 @@
 #                                          # (STEPS="pytest_gpu train_ray" runs only the steps named)
 #
 # run: GPU weight sync numbers (benchmarks/gpu_sync.py), the `-m gpu` tests, CartPole PPO trained on the GPU
-# from the CLI in Ray mode and in local mode, and short DQN / SAC runs with a GPU learner under the async engine.
+# from the CLI in Ray mode and in local mode, short DQN / SAC runs with a GPU learner under the async engine, and
+# Atari PPO with a GPU learner beside SB3's (benchmarks/atari_throughput.py --device cuda).
 # The machine's own python3 (and torch) is used; WHEEL_PYTHON picks the wheels' Python version (default 3.12).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -23,7 +24,8 @@ prepare() {
     ray_version=$("$PY" -c 'import importlib.metadata as m; print(m.version("ray"))')
     "$PY" -m pip download -q --no-deps "${tags[@]}" -d .whl/raw "ray==$ray_version"
     "$PY" -m pip download -q --no-deps "${tags[@]}" -d .whl "gymnasium>=1.1" farama-notifications "cattrs>=24.1" \
-        jsonschema referencing rpds-py jsonschema-specifications
+        jsonschema referencing rpds-py jsonschema-specifications "ale-py>=0.9" "stable-baselines3>=2.3" \
+        "attrs>=25.4" typing-extensions
     # A wheel over the device tool's 64 MiB: drop the Java jars and the libraries rlightning never imports.
     "$PY" - <<'EOF'
 import base64, glob, hashlib, os, zipfile
@@ -46,7 +48,8 @@ print(f"{dst}: {os.path.getsize(dst) / 2**20:.1f} MiB (was {os.path.getsize(src)
 EOF
     rm -rf .whl/raw
     "$PY" -m pip wheel -q --no-deps --no-build-isolation -w .whl . plugins/rlightning-gymnasium \
-        plugins/rlightning-ppo plugins/rlightning-dqn plugins/rlightning-sac plugins/rlightning-tensorboard
+        plugins/rlightning-ppo plugins/rlightning-dqn plugins/rlightning-sac plugins/rlightning-td3 \
+        plugins/rlightning-appo plugins/rlightning-recurrent-ppo plugins/rlightning-tensorboard
     du -sh .whl
 }
 
@@ -86,6 +89,8 @@ torch.cuda.is_available(), "ray", ray.__version__, "gymnasium", gymnasium.__vers
         --run-dir "$OUT/dqn_run"
     step train_sac_ray 90 rlightning train examples/pendulum_sac_ray.yaml policy.device=cuda \
         cluster.learner_num_gpus=1 engine.total_steps=2048 logging.progress=false --run-dir "$OUT/sac_run"
+    # Atari PPO with the learner on the GPU beside SB3's on the same GPU (rl-zoo settings, same work).
+    step atari_gpu 240 "$PY" benchmarks/atari_throughput.py --device cuda --steps 8192 --repeats 2
     rm -rf "$OUT/ray_run" "$OUT/local_run" "$OUT/dqn_run" "$OUT/sac_run"
 }
 

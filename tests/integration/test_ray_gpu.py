@@ -23,7 +23,8 @@ def _learner(cartpole_config, device: str):
     from rlightning_core.distributed.learner import LearnerActor
     from rlightning_core.plugins import get_plugins
 
-    config = cartpole_config("cluster.mode=ray", f"policy.device={device}")
+    config = cartpole_config("cluster.mode=ray", f"policy.device={device}",
+                             *(["cluster.learner_num_gpus=1"] if device == "cuda" else []))
     group = build_policy_group(config.policy.type, config.policy, config.cluster)
     actor = LearnerActor(group.policy_cfg, selection=get_plugins().selection(), seed=0)
     env = gym.make("CartPole-v1")
