@@ -80,6 +80,23 @@ def _build_run(config):
     return build_engine(config, env_group, policy_group, buffer)
 
 
+def _cartpole_learner_actor(device: str, *overrides: str, offload: bool = False):
+    """A built Ray-mode ``LearnerActor`` for CartPole on ``device``, in this process (no cluster needed)."""
+    import gymnasium as gym
+
+    from rlightning_core.builders import build_policy_group
+    from rlightning_core.distributed.learner import LearnerActor
+    from rlightning_core.plugins import get_plugins
+
+    gpus = ["cluster.learner_num_gpus=1"] if device == "cuda" else []  # a CUDA learner actor must reserve a GPU
+    config = _cartpole_config("cluster.mode=ray", f"policy.device={device}", *gpus, *overrides)
+    group = build_policy_group(config.policy.type, config.policy, config.cluster)
+    actor = LearnerActor(group.policy_cfg, selection=get_plugins().selection(), seed=0, offload=offload)
+    env = gym.make("CartPole-v1")
+    actor.build(env.observation_space, env.action_space)
+    return actor
+
+
 def _learner_params(engine):
     return {k: v.detach().clone() for k, v in engine.policy_group.learner.net.state_dict().items()}
 
@@ -94,6 +111,12 @@ def cartpole_config():
 def build_run():
     """``build_run(config)``: the DESIGN §5 builder sequence, returning the engine."""
     return _build_run
+
+
+@pytest.fixture
+def cartpole_learner_actor():
+    """``cartpole_learner_actor(device, *overrides, offload=False)``: a built Ray-mode learner actor, in process."""
+    return _cartpole_learner_actor
 
 
 @pytest.fixture

@@ -15,38 +15,32 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: name -> (example, overrides): short runs that make several learner updates; the policy is the example's last word
-#: (``cartpole_masked_recurrent_ppo`` -> ``recurrent_ppo``, see :func:`_policy`).
+#: name -> (example, policy, overrides): short runs that make several learner updates.
 CASES = {
-    "ppo-discrete": ("cartpole_ppo", ("engine.total_steps=1024", "engine.params.rollout_steps=32")),
-    "ppo-continuous": ("cartpole_ppo", ("env.params.id=Pendulum-v1", "engine.total_steps=1024",
-                                        "engine.params.rollout_steps=32")),
-    "ppo-image": ("pattern_image_ppo", ("engine.total_steps=512", "policy.params.cnn_features=64")),
-    "recurrent-ppo": ("cartpole_masked_recurrent_ppo", ("engine.total_steps=1024", "engine.params.rollout_steps=32")),
-    "appo": ("cartpole_appo", ("engine.total_steps=1024",)),
-    "dqn": ("cartpole_dqn", ("engine.total_steps=768", "policy.params.learning_starts=256",
-                             "buffer.params.prioritized=true", "engine.params.rollout_steps=32")),
-    "dqn-image": ("pattern_image_dqn", ("engine.total_steps=512",)),
-    "sac": ("pendulum_sac", ("engine.total_steps=384", "policy.params.learning_starts=128",
-                             "policy.params.batch_size=64", "engine.params.rollout_steps=32")),
-    "td3": ("pendulum_td3", ("engine.total_steps=384", "policy.params.learning_starts=128",
-                             "policy.params.batch_size=64", "engine.params.rollout_steps=32")),
+    "ppo-discrete": ("cartpole_ppo", "ppo", ("engine.total_steps=1024", "engine.params.rollout_steps=32")),
+    "ppo-continuous": ("cartpole_ppo", "ppo", ("env.params.id=Pendulum-v1", "engine.total_steps=1024",
+                                               "engine.params.rollout_steps=32")),
+    "ppo-image": ("pattern_image_ppo", "ppo", ("engine.total_steps=512", "policy.params.cnn_features=64")),
+    "recurrent-ppo": ("cartpole_masked_recurrent_ppo", "recurrent_ppo",
+                      ("engine.total_steps=1024", "engine.params.rollout_steps=32")),
+    "appo": ("cartpole_appo", "appo", ("engine.total_steps=1024",)),
+    "dqn": ("cartpole_dqn", "dqn", ("engine.total_steps=768", "policy.params.learning_starts=256",
+                                    "buffer.params.prioritized=true", "engine.params.rollout_steps=32")),
+    "dqn-image": ("pattern_image_dqn", "dqn", ("engine.total_steps=512",)),
+    "sac": ("pendulum_sac", "sac", ("engine.total_steps=384", "policy.params.learning_starts=128",
+                                    "policy.params.batch_size=64", "engine.params.rollout_steps=32")),
+    "td3": ("pendulum_td3", "td3", ("engine.total_steps=384", "policy.params.learning_starts=128",
+                                    "policy.params.batch_size=64", "engine.params.rollout_steps=32")),
 }
-
-
-def _policy(example: str) -> str:
-    for name in ("recurrent_ppo", "appo", "ppo", "dqn", "sac", "td3"):
-        if example.endswith(name):
-            return name
-    raise AssertionError(f"no policy name at the end of {example!r}")
+#: learners that update once per rollout (no ``stats/num_updates`` counter)
+ON_POLICY = {"ppo", "recurrent_ppo", "appo"}
 
 
 def _config(name: str, device: str, *extra: str):
     from rlightning_core import load_config
     from rlightning_core.plugins import get_plugins
 
-    example, overrides = CASES[name]
-    policy = _policy(example)
+    example, policy, overrides = CASES[name]
     if policy not in get_plugins().registry.names("policy") or "gymnasium" not in get_plugins().registry.names("env"):
         pytest.skip(f"needs the rlightning-gymnasium and rlightning-{policy} plugins installed")
     return load_config(ROOT / "examples" / f"{example}.yaml", [
@@ -71,7 +65,7 @@ def test_trains_on_the_device_and_resumes_on_cpu(name, device, tmp_path, build_r
     losses = {k: v for r in rows for k, v in r.items() if k.startswith("loss/")}
     assert losses and all(math.isfinite(v) for v in losses.values()), losses
     updates = [r.get("stats/num_updates", 0) for r in rows]
-    assert name.startswith(("ppo", "recurrent", "appo")) or max(updates) > 0  # the off-policy learners made updates
+    assert CASES[name][1] in ON_POLICY or max(updates) > 0  # the off-policy learners made updates
 
     # the checkpoint written on `device` resumes on CPU, and training goes on there
     steps = config.engine.total_steps

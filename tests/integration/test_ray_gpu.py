@@ -16,22 +16,6 @@ def _cuda_devices() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def _learner(cartpole_config, device: str):
-    import gymnasium as gym
-
-    from rlightning_core.builders import build_policy_group
-    from rlightning_core.distributed.learner import LearnerActor
-    from rlightning_core.plugins import get_plugins
-
-    config = cartpole_config("cluster.mode=ray", f"policy.device={device}",
-                             *(["cluster.learner_num_gpus=1"] if device == "cuda" else []))
-    group = build_policy_group(config.policy.type, config.policy, config.cluster)
-    actor = LearnerActor(group.policy_cfg, selection=get_plugins().selection(), seed=0)
-    env = gym.make("CartPole-v1")
-    actor.build(env.observation_space, env.action_space)
-    return actor
-
-
 def test_a_cuda_learner_without_a_reserved_gpu_is_refused_up_front(cartpole_config):
     from rlightning_core.distributed.execution import check_resources
     from rlightning_core.errors import ConfigError
@@ -44,17 +28,17 @@ def test_a_cuda_learner_without_a_reserved_gpu_is_refused_up_front(cartpole_conf
         cartpole_config("cluster.mode=ray", "policy.device=cuda", "cluster.num_learners=0")  # its own rule
 
 
-def test_a_cpu_member_reports_cpu(cartpole_config):
-    assert _learner(cartpole_config, "cpu").sync_device() == "cpu"
+def test_a_cpu_member_reports_cpu(cartpole_learner_actor):
+    assert cartpole_learner_actor("cpu").sync_device() == "cpu"
 
 
 @pytest.mark.gpu
-def test_a_gpu_member_reports_its_gpus_uuid(cartpole_config):
+def test_a_gpu_member_reports_its_gpus_uuid(cartpole_learner_actor):
     if _cuda_devices() < 1:
         pytest.skip("needs a CUDA GPU")
     import torch
 
-    device = _learner(cartpole_config, "cuda").sync_device()
+    device = cartpole_learner_actor("cuda").sync_device()
     assert device == f"cuda:{torch.cuda.get_device_properties(0).uuid}"
 
 

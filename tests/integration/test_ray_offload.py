@@ -13,27 +13,11 @@ import pytest
 pytestmark = [pytest.mark.usefixtures("training_plugins")]
 
 
-def _learner(cartpole_config, device: str):
-    from rlightning_core.builders import build_policy_group
-    from rlightning_core.distributed.learner import LearnerActor
-    from rlightning_core.plugins import get_plugins
-
-    config = cartpole_config("cluster.mode=ray", "cluster.offload=true", f"policy.device={device}",
-                             *(["cluster.learner_num_gpus=1"] if device == "cuda" else []))
-    group = build_policy_group(config.policy.type, config.policy, config.cluster)
-    actor = LearnerActor(group.policy_cfg, selection=get_plugins().selection(), seed=0, offload=True)
-    import gymnasium as gym
-
-    env = gym.make("CartPole-v1")
-    actor.build(env.observation_space, env.action_space)
-    return actor
-
-
-def test_offload_is_a_logged_noop_on_cpu(cartpole_config, caplog):
+def test_offload_is_a_logged_noop_on_cpu(cartpole_learner_actor, caplog):
     import rlightning_core.distributed.offload as offload
 
     offload._logged = False
-    actor = _learner(cartpole_config, "cpu")
+    actor = cartpole_learner_actor("cpu", "cluster.offload=true", offload=True)
     before = actor.get_weights()
     with caplog.at_level(logging.INFO, logger="rlightning"):
         assert actor.offload_idle() is False
@@ -44,13 +28,13 @@ def test_offload_is_a_logged_noop_on_cpu(cartpole_config, caplog):
 
 
 @pytest.mark.gpu
-def test_offload_moves_model_and_optimizer_state_to_host_and_back(cartpole_config):
+def test_offload_moves_model_and_optimizer_state_to_host_and_back(cartpole_learner_actor):
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
     from rlightning_core.weights.buckets import named_tensors
 
-    actor = _learner(cartpole_config, "cuda")
+    actor = cartpole_learner_actor("cuda", "cluster.offload=true", offload=True)
     policy = actor.policy
     loss = sum(p.sum() for p in policy.net.parameters())
     loss.backward()
