@@ -47,7 +47,10 @@ def test_the_streaming_engine_s_publications_are_checked(ray_cluster, tmp_path, 
     engine = build_run(config)
     assert engine.execution.sync_plan.scheme == "publish"
     engine.run(tmp_path / "run")
-    assert engine.execution.verified_copies >= engine.execution.version  # each publication, by some runner
+    # Each runner reports a version it loaded on the first chunk it collects with it, so both runners' copies are
+    # checked; which later publications a runner collects with (and so reports) depends on timing, not counted.
+    assert engine.execution.version >= 2
+    assert engine.execution.verified_copies >= 2
 
 
 def test_the_weights_that_ride_the_learn_reply_are_checked(ray_cluster, tmp_path, cartpole_config, build_run):
