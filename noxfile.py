@@ -16,6 +16,10 @@ TORCH = os.environ.get("RLIGHTNING_TORCH", "torch==2.13.0")
 LOWEST = ["pluggy==1.3.0", "attrs==23.1.0", "cattrs==24.1.0", "gymnasium==1.1.0", "pyyaml==6.0", "click==8.1.0",
           "packaging==23.0"]
 
+#: The test sessions run pytest in parallel like scripts/test.sh (a worker per logical CPU, at most 4, a file per
+#: worker at a time); `nox -s tests -- -n 0` runs them in one process.
+PARALLEL = ["-n", "logical", "--maxprocesses=4", "--dist", "loadfile"]
+
 nox.options.sessions = ["lint", "tests"]
 nox.options.reuse_existing_virtualenvs = True
 
@@ -38,13 +42,13 @@ def tests(session: nox.Session, variant: str) -> None:
     if variant in ("all", "lowest"):
         for plugin in PLUGINS:
             session.install("-e", str(plugin))
-        session.run("pytest", "tests", *PLUGIN_TEST_DIRS(), *session.posargs, env=env)
+        session.run("pytest", "tests", *PLUGIN_TEST_DIRS(), *PARALLEL, *session.posargs, env=env)
         return
     if variant == "core-only":
         plugin_names = [p.name for p in PLUGINS]
         if plugin_names:
             session.run("pip", "uninstall", "-y", *plugin_names, silent=True)
-    session.run("pytest", "tests", *session.posargs, env=env)
+    session.run("pytest", "tests", *PARALLEL, *session.posargs, env=env)
 
 
 def PLUGIN_TEST_DIRS() -> list[str]:
@@ -62,7 +66,7 @@ def plugins(session: nox.Session, plugin: str) -> None:
     if others:
         session.run("pip", "uninstall", "-y", *others, silent=True)
     session.install("-e", str(path), *(a for name in local for a in ("-e", str(ROOT / "plugins" / name))))
-    session.run("pytest", str(path / "tests"), *session.posargs)
+    session.run("pytest", str(path / "tests"), *PARALLEL, *session.posargs)
 
 
 def _local_plugin_deps(path: Path) -> list[str]:
