@@ -11,6 +11,7 @@ copy): the values agree bit for bit when the weights do. No torch at import.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,10 +22,15 @@ __all__ = ["SAMPLES", "Fingerprint", "fingerprint", "fingerprint_mismatch", "pol
 SAMPLES = 4
 """Elements sampled per tensor."""
 
+#: torch dtypes (as ``str(dtype)``) whose CPU tensors are sampled through a numpy view, without torch indexing.
+_NUMPY_VIEWABLE = frozenset({"torch.float16", "torch.float32", "torch.float64", "torch.int8", "torch.uint8",
+                             "torch.int16", "torch.int32", "torch.int64", "torch.bool"})
+
 #: Tensor name -> its sampled elements (float64 bytes) and shape.
 Fingerprint = dict[str, tuple[bytes, tuple[int, ...]]]
 
 
+@functools.lru_cache(maxsize=1024)
 def _positions(numel: int) -> np.ndarray:
     return np.unique(np.linspace(0, numel - 1, num=min(SAMPLES, numel)).astype(np.int64))
 
@@ -35,12 +41,16 @@ def _sample(value: Any) -> tuple[bytes, tuple[int, ...]]:
     if numel == 0:
         return b"", shape
     at = _positions(numel)
-    if hasattr(value, "detach"):  # a torch tensor (on any device): gather the few elements, then copy them
-        import torch
+    if hasattr(value, "detach"):  # a torch tensor
+        tensor = value.detach()
+        if tensor.device.type != "cpu" or not tensor.is_contiguous() or str(tensor.dtype) not in _NUMPY_VIEWABLE:
+            # on a device, or a dtype numpy lacks (bfloat16): gather the few elements there, then copy them
+            import torch
 
-        flat = value.detach().reshape(-1)
-        picked = flat[torch.as_tensor(at, device=flat.device)].to(device="cpu", dtype=torch.float64)
-        return picked.numpy().tobytes(), shape
+            flat = tensor.reshape(-1)
+            picked = flat[torch.as_tensor(at, device=flat.device)].to(device="cpu", dtype=torch.float64)
+            return picked.numpy().tobytes(), shape
+        value = tensor.numpy()  # a view of the CPU tensor's memory: sampling it copies SAMPLES elements
     return np.asarray(value).reshape(-1)[at].astype(np.float64).tobytes(), shape
 
 

@@ -64,3 +64,20 @@ def test_a_policy_s_fingerprint_reads_its_modules_or_else_its_numpy_weights():
     torchy = Torchy()
     as_numpy = {f"net.{k}": v.detach().numpy() for k, v in torchy.net.state_dict().items()}
     assert policy_fingerprint(torchy) == policy_fingerprint(Numpy(as_numpy)) == fingerprint(as_numpy)
+
+
+def test_cpu_tensors_sampled_through_numpy_agree_with_the_torch_gather_for_every_dtype():
+    # contiguous CPU tensors are sampled through a numpy view; non-contiguous ones (and dtypes numpy lacks) with a
+    # torch gather: both must give the bytes of the same elements
+    gen = torch.Generator().manual_seed(0)
+    for dtype in (torch.float16, torch.float32, torch.float64, torch.int8, torch.uint8, torch.int32, torch.int64,
+                  torch.bool):
+        base = (torch.randn(7, 5, generator=gen) * 50).to(dtype)
+        strided = base.t()  # not contiguous: the torch path
+        assert not strided.is_contiguous()
+        assert fingerprint({"w": strided}) == fingerprint({"w": strided.contiguous()}), dtype
+        assert fingerprint({"w": base}) == fingerprint({"w": base.numpy().copy()}), dtype
+    param = torch.nn.Parameter(torch.randn(6, 3, generator=gen))  # requires grad: sampled without autograd
+    assert fingerprint({"p": param}) == fingerprint({"p": param.detach().numpy().copy()})
+    bf16 = torch.randn(4, 4, generator=gen).to(torch.bfloat16)  # numpy has no bfloat16: the torch path
+    assert fingerprint({"b": bf16}) == fingerprint({"b": bf16.float().numpy()})
