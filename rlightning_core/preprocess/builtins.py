@@ -26,7 +26,7 @@ from rlightning_core.preprocess.params import (
     NormalizeObsParams,
     ScaleRewardParams,
 )
-from rlightning_core.preprocess.running_stats import RunningMeanStd
+from rlightning_core.preprocess.running_stats import RunningMeanStd, batch_moments
 
 __all__ = ["ClipObs", "ClipReward", "NormalizeObs", "ScaleReward"]
 
@@ -60,8 +60,10 @@ class _SyncedStats:
         self.uid = uuid.uuid4().hex
 
     def update(self, batch: np.ndarray) -> None:
-        self.total.update(batch)
-        self.new.update(batch)
+        moments = batch_moments(batch, self.total.shape)  # once for both summaries
+        if moments is not None:
+            self.total.merge(*moments)
+            self.new.merge(*moments)
 
     def state_dict(self) -> dict[str, Any]:
         return {**self.total.state_dict(), **self.new.state_dict("new_"), "uid": self.uid}

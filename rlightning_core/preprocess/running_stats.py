@@ -20,7 +20,22 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["RunningMeanStd"]
+__all__ = ["RunningMeanStd", "batch_moments"]
+
+
+def batch_moments(batch: np.ndarray, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """``(mean, var, count)`` of a batch of samples shaped ``shape`` (float64), or ``None`` for an empty batch.
+
+    One sample (a single env's step, every step of a run) is its own mean with variance 0, exactly what
+    ``mean`` / ``var`` over one row give, without their cost.
+    """
+    x = np.asarray(batch, dtype=np.float64).reshape((-1, *shape))
+    n = x.shape[0]
+    if n == 0:
+        return None
+    if n == 1:
+        return x[0].copy(), np.zeros(shape, dtype=np.float64), 1
+    return x.mean(axis=0), x.var(axis=0), n
 
 
 class RunningMeanStd:
@@ -38,10 +53,9 @@ class RunningMeanStd:
 
     def update(self, batch: np.ndarray) -> None:
         """Fold a batch (first axis = samples) into the statistics."""
-        x = np.asarray(batch, dtype=np.float64).reshape((-1, *self.shape))
-        if x.shape[0] == 0:
-            return
-        self.merge(x.mean(axis=0), x.var(axis=0), x.shape[0])
+        moments = batch_moments(batch, self.shape)
+        if moments is not None:
+            self.merge(*moments)
 
     def merge(self, other_mean: np.ndarray, other_var: np.ndarray, other_count: float) -> None:
         """Combine the summary of another, disjoint stream into this one (Chan et al.'s parallel formula)."""
@@ -55,9 +69,10 @@ class RunningMeanStd:
             self.var = other_var.copy().reshape(self.shape)
             self.count = other_count
             return
-        total = self.count + other_count
+        count = self.count
+        total = count + other_count
         delta = other_mean - self.mean
-        m2 = self.var * self.count + other_var * other_count + delta**2 * self.count * other_count / total
+        m2 = self.var * count + other_var * other_count + delta**2 * count * other_count / total
         self.mean = self.mean + delta * other_count / total
         self.var = m2 / total
         self.count = total

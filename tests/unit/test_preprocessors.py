@@ -15,7 +15,7 @@ from rlightning_core.preprocess.params import (
     NormalizeObsParams,
     ScaleRewardParams,
 )
-from rlightning_core.preprocess.running_stats import RunningMeanStd
+from rlightning_core.preprocess.running_stats import RunningMeanStd, batch_moments
 
 BOX3 = spaces.Box(-np.inf, np.inf, (3,), np.float32)
 
@@ -49,6 +49,23 @@ def test_running_mean_std_matches_numpy_and_merges():
     assert_stats_equal(empty, x)
     a.merge(np.zeros(3), np.ones(3), 0)  # merging nothing changes nothing
     assert_stats_equal(a, x)
+
+
+def test_one_sample_batches_fold_in_exactly_as_numpy_s_moments_would():
+    # one env steps one sample at a time: its moments skip numpy's mean/var, with the same bits
+    x = data(n=300).astype(np.float64)
+    for row in x[:5]:
+        mean, var, n = batch_moments(row[None], (3,))
+        assert n == 1
+        assert mean.tobytes() == row[None].mean(axis=0).tobytes()
+        assert var.tobytes() == row[None].var(axis=0).tobytes()
+    fast, reference = RunningMeanStd((3,)), RunningMeanStd((3,))
+    for row in x:
+        fast.update(row[None])
+        reference.merge(row[None].mean(axis=0), row[None].var(axis=0), 1)
+    assert fast.mean.tobytes() == reference.mean.tobytes() and fast.var.tobytes() == reference.var.tobytes()
+    assert_stats_equal(fast, x)
+    assert batch_moments(np.zeros((0, 3)), (3,)) is None
 
 
 def test_normalize_obs_output_is_standardized():
