@@ -10,7 +10,13 @@ PNG curves per task (return vs env steps and vs training wall time) and a ``resu
 The full budgets take hours on a 2-core machine: ``nox -s bench_suites`` (never the default test run);
 ``--quick`` shortens every budget (and the warm-up of SAC) to check the whole pipeline in a few minutes.
 
-Run: ``python benchmarks/suites/run.py [--quick] [--only TASK ...] [--seeds N] [--ref-seeds N] [--out DIR]``.
+Every finished run of a full budget is recorded in ``benchmarks/suites/runs/TASK/`` (its curve, when it ran, the
+machine's load, the library versions; committed with the repository), and ``--resume`` runs only the runs not
+recorded yet: the hours of the whole suite can be spread over several invocations. The report of a task covers
+every recorded run of its budget and prints when and under what load each ran.
+
+Run: ``python benchmarks/suites/run.py [--quick] [--only TASK ...] [--seeds N] [--ref-seeds N] [--out DIR]
+[--resume]``.
 Needs ``stable-baselines3``, ``ale-py`` and ``mujoco`` (a task whose dependency is missing is skipped, with the
 pip command). Always exits 0.
 """
@@ -227,18 +233,25 @@ def _steps_per_iteration(cfg: Any) -> int:
     return sum(e.num_envs * e.num_workers for e in cfg.env) * cfg.engine.params.rollout_steps
 
 
+def eval_spacing(task: Task, steps: int, points: int) -> int:
+    """Env steps between two evaluations: whole iterations of the example, about ``steps / points``."""
+    from rlightning_core import load_config
+
+    per_iteration = _steps_per_iteration(load_config(EXAMPLES / task.config))
+    return max(1, round(steps / points / per_iteration)) * per_iteration
+
+
 def run_rlightning(task: Task, seed: int, steps: int, points: int, episodes: int, quick: bool,
-                   run_dir: Path) -> tuple[Curve, int]:
+                   run_dir: Path) -> Curve:
     """Train the example once (the ``rlightning train`` path) into ``run_dir``; the eval curve from its
-    ``metrics.jsonl`` and the env-step spacing of the evaluations (for the SB3 side)."""
+    ``metrics.jsonl``."""
     from rlightning_core import load_config
     from rlightning_core.builders import build_data_buffer, build_engine, build_env_group, build_policy_group
 
     base = [f"engine.total_steps={steps}", f"seed={seed}", "checkpoint.every=0", "checkpoint.at_end=false",
             "logging.progress=false", "logging.level=WARNING", "engine.target_eval_return=null",
             f"engine.eval_episodes={episodes}", *(task.quick_overrides if quick else ())]
-    cfg = load_config(EXAMPLES / task.config, overrides=base)
-    every = max(1, round(steps / points / _steps_per_iteration(cfg)))
+    every = eval_spacing(task, steps, points) // _steps_per_iteration(load_config(EXAMPLES / task.config))
     cfg = load_config(EXAMPLES / task.config,
                       overrides=[*base, f"engine.eval_every={every}", f"logging.log_every={every}"])
     env_group = build_env_group(cfg.env, seed=cfg.seed)
@@ -255,7 +268,7 @@ def run_rlightning(task: Task, seed: int, steps: int, points: int, episodes: int
         row = json.loads(line)
         if isinstance(row.get("eval/episode_return_mean"), int | float):
             curve.append((int(row["step"]), float(row["time/train_s"]), float(row["eval/episode_return_mean"])))
-    return curve, every * _steps_per_iteration(cfg)
+    return curve
 
 
 # -- report ------------------------------------------------------------------------------------------------
@@ -298,6 +311,26 @@ def plot(name: str, task: Task, curves: dict[str, list[Curve]], out: Path) -> li
     return written
 
 
+RECORDS = Path(__file__).resolve().parent / "runs"
+
+
+def _record_path(records: Path, name: str, who: str, seed: int, steps: int) -> Path:
+    return records / name / f"{who}_seed{seed}_{steps}.json"
+
+
+def _save_record(path: Path, who: str, seed: int, steps: int, curve: Curve, started: float, load_start: float,
+                 versions: dict[str, str]) -> None:
+    """One finished run: its curve, when it ran, the machine's load at its ends and the library versions."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {"who": who, "seed": seed, "steps": steps, "curve": curve,
+              "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started)),
+              "minutes": round((time.time() - started) / 60, 1), "load_start": round(load_start, 2),
+              "load_end": round(os.getloadavg()[0], 2), "cpus": os.cpu_count(), "versions": versions}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=1))
+    tmp.replace(path)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="short budgets: check the pipeline in minutes")
@@ -309,6 +342,9 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=10, help="episodes per evaluation (default 10)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "suites",
                         help="where curves and results.json go")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the runs already recorded (full budgets: benchmarks/suites/runs/) and run only "
+                             "the missing ones; the report covers every recorded run")
     args = parser.parse_args()
 
     import torch
@@ -324,7 +360,14 @@ def main() -> None:
         print("  SKIPPED: stable-baselines3 is not installed (pip install 'stable-baselines3>=2.3')")
         return
     print(f"  stable-baselines3 {stable_baselines3.__version__}")
+    from rlightning_core import __version__ as rl_version
+
+    versions = {"rlightning": rl_version, "stable-baselines3": stable_baselines3.__version__,
+                "torch": torch.__version__}
     args.out.mkdir(parents=True, exist_ok=True)
+    # a run of the full budget is recorded where it is kept with the repository, so that the hours of a suite
+    # can be spread over several invocations (--resume); a --quick run only checks the pipeline
+    records = args.out / "runs" if args.quick else RECORDS
     results: dict[str, Any] = {"quick": args.quick, "load_start": os.getloadavg(), "tasks": {}}
     for name in args.only or list(TASKS):
         task = TASKS[name]
@@ -340,32 +383,44 @@ def main() -> None:
         ref_seeds = args.ref_seeds or (1 if args.quick else task.ref_seeds)
         print(f"\n{name}: {task.algo} {task.env_id}, {steps:,} env steps, rlightning {seeds} seed(s), "
               f"SB3 {ref_seeds} seed(s), {points} evaluations of {episodes} episodes", flush=True)
-        curves: dict[str, list[Curve]] = {"rlightning": [], "stable-baselines3": []}
-        every = steps // points
+        every = eval_spacing(task, steps, points)  # both sides evaluate on the same env-step schedule
         for seed in range(max(seeds, ref_seeds)):  # alternating, so load from other jobs hits both alike
-            if seed < seeds:
-                curve, every = run_rlightning(task, seed, steps, points, episodes, args.quick,
-                                              args.out / f"{name}_rlightning_seed{seed}")
-                curves["rlightning"].append(curve)
-                print(f"  rlightning seed {seed}: final {curve[-1][2]:.1f} after {curve[-1][0]:,} steps, "
-                      f"{curve[-1][1]:.1f} s (load {os.getloadavg()[0]:.2f})", flush=True)
-            if seed < ref_seeds:
-                curve = task.sb3(task, seed, steps, every, episodes, args.quick)
-                curves["stable-baselines3"].append(curve)
-                print(f"  SB3        seed {seed}: final {curve[-1][2]:.1f} after {curve[-1][0]:,} steps, "
-                      f"{curve[-1][1]:.1f} s (load {os.getloadavg()[0]:.2f})", flush=True)
+            for who, wanted in (("rlightning", seeds), ("stable-baselines3", ref_seeds)):
+                path = _record_path(records, name, who, seed, steps)
+                if seed >= wanted or (args.resume and path.exists()):
+                    continue
+                started, load_start = time.time(), os.getloadavg()[0]
+                if who == "rlightning":
+                    curve = run_rlightning(task, seed, steps, points, episodes, args.quick,
+                                           args.out / f"{name}_rlightning_seed{seed}")
+                else:
+                    curve = task.sb3(task, seed, steps, every, episodes, args.quick)
+                _save_record(path, who, seed, steps, curve, started, load_start, versions)
+                print(f"  {who:<17} seed {seed}: final {curve[-1][2]:.1f} after {curve[-1][0]:,} steps, "
+                      f"{curve[-1][1]:.1f} s (load {load_start:.2f} -> {os.getloadavg()[0]:.2f})", flush=True)
+        # report: every recorded run of this task and budget, this invocation's and earlier ones
+        runs = {who: [json.loads(p.read_text()) for p in sorted((records / name).glob(f"{who}_seed*_{steps}.json"))]
+                for who in ("rlightning", "stable-baselines3")}
+        for who, recs in runs.items():
+            for r in recs:
+                print(f"  recorded: {who} seed {r['seed']}, {r['started']}, load {r['load_start']} -> "
+                      f"{r['load_end']}: final {r['curve'][-1][2]:.1f}, training {r['curve'][-1][1]:.1f} s")
+        curves = {who: [r["curve"] for r in recs] for who, recs in runs.items()}
         finals = {who: [c[-1][2] for c in cs] for who, cs in curves.items()}
         walls = {who: [c[-1][1] for c in cs] for who, cs in curves.items()}
-        ratio = statistics.mean(walls["rlightning"]) / statistics.mean(walls["stable-baselines3"])
+        ratio = (statistics.mean(walls["rlightning"]) / statistics.mean(walls["stable-baselines3"])
+                 if walls["rlightning"] and walls["stable-baselines3"] else float("nan"))
         print(f"  final return: rlightning {_mean_std(finals['rlightning'])}, SB3 "
               f"{_mean_std(finals['stable-baselines3'])}; published: {task.published or '-'}")
-        print(f"  training wall: rlightning {statistics.mean(walls['rlightning']):.1f} s, SB3 "
-              f"{statistics.mean(walls['stable-baselines3']):.1f} s, ratio {ratio:.2f}")
+        if walls["rlightning"] and walls["stable-baselines3"]:
+            print(f"  training wall: rlightning {statistics.mean(walls['rlightning']):.1f} s, SB3 "
+                  f"{statistics.mean(walls['stable-baselines3']):.1f} s, ratio {ratio:.2f} (compare the loads "
+                  f"above: runs recorded in different invocations ran under different load)")
         pngs = plot(name, task, curves, args.out)
         print(f"  curves: {', '.join(str(p) for p in pngs)}")
         results["tasks"][name] = {"env": task.env_id, "algo": task.algo, "steps": steps, "curves": curves,
                                   "final": finals, "train_s": walls, "wall_ratio": ratio,
-                                  "published": task.published}
+                                  "published": task.published, "runs": runs}
     results["load_end"] = os.getloadavg()
     (args.out / "results.json").write_text(json.dumps(results, indent=1))
     print(f"\nwrote {args.out / 'results.json'}")
