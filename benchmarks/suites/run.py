@@ -363,7 +363,7 @@ def main() -> None:
     from rlightning_core import __version__ as rl_version
 
     versions = {"rlightning": rl_version, "stable-baselines3": stable_baselines3.__version__,
-                "torch": torch.__version__}
+                "torch": torch.__version__, "commit": _commit()}
     args.out.mkdir(parents=True, exist_ok=True)
     # a run of the full budget is recorded where it is kept with the repository, so that the hours of a suite
     # can be spread over several invocations (--resume); a --quick run only checks the pipeline
@@ -424,6 +424,20 @@ def main() -> None:
     results["load_end"] = os.getloadavg()
     (args.out / "results.json").write_text(json.dumps(results, indent=1))
     print(f"\nwrote {args.out / 'results.json'}")
+
+
+def _commit() -> str:
+    """The repository's commit (``+`` when the tree has changes), or ``unknown`` outside a git checkout."""
+    import subprocess
+
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+" if dirty else "")
 
 
 def _importable(module: str) -> bool:
