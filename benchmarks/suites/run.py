@@ -260,9 +260,11 @@ def run_rlightning(task: Task, seed: int, steps: int, points: int, episodes: int
     engine = build_engine(cfg, env_group, policy_group, buffer)
     shutil.rmtree(run_dir, ignore_errors=True)  # a run directory of an earlier invocation
     try:
-        engine.run(str(run_dir))
+        result = engine.run(str(run_dir))
     finally:
         env_group.close()
+    if result.stop_reason == "interrupted":  # a signal stopped it: not a finished run, and nothing to record
+        raise SystemExit(f"{task.config} seed {seed} was interrupted ({result.stop_signal}); nothing recorded")
     curve: Curve = []
     for line in (run_dir / "metrics.jsonl").read_text().splitlines():
         row = json.loads(line)
