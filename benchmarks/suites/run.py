@@ -233,12 +233,17 @@ def _steps_per_iteration(cfg: Any) -> int:
     return sum(e.num_envs * e.num_workers for e in cfg.env) * cfg.engine.params.rollout_steps
 
 
+def _eval_iterations(cfg: Any, steps: int, points: int) -> int:
+    """Iterations between two evaluations: about ``steps / points`` env steps."""
+    return max(1, round(steps / points / _steps_per_iteration(cfg)))
+
+
 def eval_spacing(task: Task, steps: int, points: int) -> int:
     """Env steps between two evaluations: whole iterations of the example, about ``steps / points``."""
     from rlightning_core import load_config
 
-    per_iteration = _steps_per_iteration(load_config(EXAMPLES / task.config))
-    return max(1, round(steps / points / per_iteration)) * per_iteration
+    cfg = load_config(EXAMPLES / task.config)
+    return _eval_iterations(cfg, steps, points) * _steps_per_iteration(cfg)
 
 
 def run_rlightning(task: Task, seed: int, steps: int, points: int, episodes: int, quick: bool,
@@ -251,7 +256,7 @@ def run_rlightning(task: Task, seed: int, steps: int, points: int, episodes: int
     base = [f"engine.total_steps={steps}", f"seed={seed}", "checkpoint.every=0", "checkpoint.at_end=false",
             "logging.progress=false", "logging.level=WARNING", "engine.target_eval_return=null",
             f"engine.eval_episodes={episodes}", *(task.quick_overrides if quick else ())]
-    every = eval_spacing(task, steps, points) // _steps_per_iteration(load_config(EXAMPLES / task.config))
+    every = _eval_iterations(load_config(EXAMPLES / task.config, overrides=base), steps, points)
     cfg = load_config(EXAMPLES / task.config,
                       overrides=[*base, f"engine.eval_every={every}", f"logging.log_every={every}"])
     env_group = build_env_group(cfg.env, seed=cfg.seed)
