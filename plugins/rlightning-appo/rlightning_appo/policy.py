@@ -9,7 +9,9 @@ learn call then, over the whole ``[T, N]`` rollout:
    and values, no gradient);
 2. computes V-trace value targets ``vs`` and policy-gradient advantages (:func:`rlightning_appo.vtrace.vtrace`),
    which correct the lag with importance ratios truncated at ``rho_bar`` / ``c_bar`` (``vtrace: false``: every
-   ratio taken as 1, i.e. GAE over the current values with no correction);
+   ratio taken as 1, i.e. GAE over the current values with no correction). With ``normalize_advantages`` the
+   advantages are normalized per minibatch *before* they are weighted by the truncated ratio, so a step the
+   learner has moved away from (ratio near 0) keeps an advantage near 0 instead of the minibatch's shifted mean;
 3. runs ``epochs`` passes of minibatch updates: policy loss on the advantages — PPO's clipped surrogate with
    the ratio to the step-1 policy (``clip: true``) or IMPALA's ``-A log pi`` (``clip: false``) —, value loss
    ``0.5 (V - vs)^2`` (with ``clip_value``, clipped around the step-1 values, not the stale recorded ones), minus
@@ -34,7 +36,7 @@ from rlightning_ppo.policy import PPOPolicy, _explained_variance
 from rlightning_appo.vtrace import vtrace
 from rlightning_core.policy.numerics import guard_of
 
-__all__ = ["APPOPolicy"]
+__all__ = ["APPOPolicy", "pg_advantages"]
 
 _log = logging.getLogger(__name__)
 
@@ -79,7 +81,8 @@ class APPOPolicy(PPOPolicy):
                      values, last_values, gamma=p.gamma,
                      terminated=data["terminated"].reshape(t, n), truncated=data["truncated"].reshape(t, n),
                      bootstrap_values=bootstrap, rho_bar=p.rho_bar, c_bar=p.c_bar, lambda_=p.gae_lambda)
-        data["advantages"] = out.pg_advantages.reshape(-1)
+        data["advantages"] = out.advantages.reshape(-1)  # weighted by rho after normalization (learn)
+        data["rhos"] = out.clipped_rhos.reshape(-1)
         data["returns"] = out.vs.reshape(-1)
         data["target_lp"] = target_lp.reshape(-1)
         data["value"] = values.reshape(-1)  # clip_value's anchor: the learner's values now, as target_lp is
@@ -132,9 +135,7 @@ class APPOPolicy(PPOPolicy):
                 idx = perm[start: start + p.minibatch_size]
                 mb = {k: v[idx] for k, v in data.items()}
                 logp, entropy_fn, value = self._evaluate(mb["obs"], mb["actions"])
-                adv = mb["advantages"]
-                if p.normalize_advantages and adv.numel() > 1:
-                    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+                adv = pg_advantages(mb["advantages"], mb["rhos"], normalize=p.normalize_advantages)
                 log_ratio = logp - mb["target_lp"]
                 ratio = log_ratio.exp()
                 if p.clip:
@@ -172,6 +173,18 @@ class APPOPolicy(PPOPolicy):
         if p.learner_delay_s > 0:  # benchmark knob (0 by default): emulate a slow learner
             time.sleep(p.learner_delay_s)
         return metrics
+
+
+def pg_advantages(advantages: torch.Tensor, rhos: torch.Tensor, *, normalize: bool) -> torch.Tensor:
+    """A minibatch's policy-gradient advantages: ``rhos * advantages``, normalized first if ``normalize``.
+
+    Normalizing after the weighting would give a step whose truncated ratio is near 0 (an action the learner has
+    moved away from) the minibatch's shifted mean as its advantage, pushing every such action down whatever its
+    return; normalized first, its weight stays near 0 as V-trace intends.
+    """
+    if normalize and advantages.numel() > 1:
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    return rhos * advantages
 
 
 _warned_stale = False

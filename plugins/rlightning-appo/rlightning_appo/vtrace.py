@@ -44,6 +44,9 @@ class VTraceReturns(NamedTuple):
     """Policy-gradient advantages :math:`A_t = \\rho_t (r_t + \\gamma v'_t - V_t)`."""
     clipped_rhos: torch.Tensor
     """:math:`\\rho_t`, the importance ratios truncated at :math:`\\bar\\rho`."""
+    advantages: torch.Tensor
+    """:math:`r_t + \\gamma v'_t - V_t`, the advantages before the ratio: ``pg_advantages = clipped_rhos *
+    advantages`` (a learner that normalizes advantages normalizes these, then weights them)."""
 
 
 @torch.no_grad()
@@ -122,5 +125,5 @@ def vtrace(
     # advantages: the one-step target with v_{t+1} in place of V_{t+1} (bootstrap ends as in next_values)
     next_vs = torch.cat([vs[1:], last_values.unsqueeze(0)], 0)
     next_vs = torch.where(done, next_values, next_vs)
-    pg_advantages = rhos * (rewards + gamma * next_vs - values)
-    return VTraceReturns(vs=vs, pg_advantages=pg_advantages, clipped_rhos=rhos)
+    advantages = rewards + gamma * next_vs - values
+    return VTraceReturns(vs=vs, pg_advantages=rhos * advantages, clipped_rhos=rhos, advantages=advantages)

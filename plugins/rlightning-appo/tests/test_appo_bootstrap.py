@@ -55,7 +55,9 @@ def test_bootstrap_values_are_the_learners(lam):
                       gamma=policy.params.gamma, terminated=torch.zeros(T, N, dtype=torch.bool),
                       truncated=truncated, bootstrap_values=torch.where(truncated, next_values, 0.0), lambda_=lam)
     torch.testing.assert_close(data["returns"].reshape(T, N), expected.vs, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(data["advantages"].reshape(T, N), expected.pg_advantages, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(data["advantages"].reshape(T, N), expected.advantages, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close((data["advantages"] * data["rhos"]).reshape(T, N), expected.pg_advantages,
+                               rtol=1e-5, atol=1e-5)
     assert data["returns"].abs().max() < 50  # none of the stale +-100 bootstrap values got in
     # clip_value's anchor is the learner's values too, not the ones the rollout copy recorded
     torch.testing.assert_close(data["value"].reshape(T, N), values)

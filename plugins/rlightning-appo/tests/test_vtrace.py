@@ -145,3 +145,26 @@ def test_bad_shapes_are_refused():
         vtrace(MU, MU, REWARDS, VALUES[:2], LAST, gamma=0.9, terminated=NO_END)
     with pytest.raises(ValueError, match="need bootstrap_values"):
         vtrace(MU, MU, REWARDS, VALUES, LAST, gamma=0.9, terminated=NO_END, truncated=NO_END)
+
+
+def test_pg_advantages_are_the_ratio_times_the_advantages():
+    rewards, values, last, terminated, truncated, boot = _random_rollout(8, 3, seed=2)
+    gen = torch.Generator().manual_seed(3)
+    mu, pi = torch.randn(8, 3, generator=gen), torch.randn(8, 3, generator=gen)
+    out = vtrace(mu, pi, rewards, values, last, gamma=0.9, terminated=terminated, truncated=truncated,
+                 bootstrap_values=boot)
+    assert not torch.equal(out.clipped_rhos, torch.ones(8, 3))
+    torch.testing.assert_close(out.pg_advantages, out.clipped_rhos * out.advantages)
+
+
+def test_normalized_advantages_are_weighted_after_the_normalization():
+    """A step whose ratio is truncated to 0 contributes no policy gradient, normalized or not."""
+    from rlightning_appo.policy import pg_advantages
+
+    adv = torch.tensor([5.0, 6.0, 7.0, 8.0])  # all positive: normalizing shifts them by the mean
+    rhos = torch.tensor([0.0, 1.0, 0.5, 1.0])
+    out = pg_advantages(adv, rhos, normalize=True)
+    assert out[0] == 0.0
+    norm = (adv - adv.mean()) / (adv.std() + 1e-8)
+    torch.testing.assert_close(out, rhos * norm)
+    torch.testing.assert_close(pg_advantages(adv, rhos, normalize=False), rhos * adv)
