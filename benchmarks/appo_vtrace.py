@@ -14,6 +14,7 @@ correction). Printed side by side: the lag, final / best evaluation return, solv
     python benchmarks/appo_vtrace.py --quick         # 30k steps per variant
     python benchmarks/appo_vtrace.py --per-learn 0   # every ready chunk per learn call (lag ~1)
     python benchmarks/appo_vtrace.py --set policy.params.epochs=1   # more overrides, for both variants
+    python benchmarks/appo_vtrace.py --loss impala   # IMPALA's loss: -A log pi, one pass, lr 1e-3, entropy 0.01
 
 The Ray cluster is local (loopback, ``num_cpus`` set, no dashboard) and shut down at the end. Numbers depend on
 the machine's load (printed first); see docs/benchmarks.md.
@@ -34,6 +35,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import ROOT, setup
 
 CONFIG = ROOT / "examples" / "cartpole_appo_ray.yaml"
+#: The policy loss of both variants: the example's clipped surrogate, or IMPALA's plain policy gradient (one pass
+#: per rollout, a smaller step and an entropy bonus, as it has no trust region of its own).
+LOSSES: dict[str, tuple[str, ...]] = {
+    "clipped": (),
+    "impala": ("policy.params.clip=false", "policy.params.epochs=1", "policy.params.ent_coef=0.01",
+               "policy.params.lr=1e-3"),
+}
 
 
 def run_variant(vtrace: bool, steps: int, delay: float, seed: int, per_learn: int | None,
@@ -83,9 +91,12 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--per-learn", type=int, default=4,
                     help="engine.params.max_chunks_per_learn (0: every ready chunk); 4 is one rollout")
+    ap.add_argument("--loss", choices=sorted(LOSSES), default="clipped",
+                    help="clipped: the example's PPO surrogate; impala: IMPALA's -A log pi (overrides in LOSSES)")
     ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                     help="more config overrides for both variants, e.g. policy.params.epochs=1")
     args = ap.parse_args()
+    args.set = [*LOSSES[args.loss], *args.set]
     steps = 30_000 if args.quick else 100_000
     per_learn = args.per_learn or None
     setup(f"APPO on Ray, CartPole-v1, 4 env runners, learner sleeping {args.delay} s per update, "

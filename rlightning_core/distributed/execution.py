@@ -314,10 +314,6 @@ class RayExecution(StreamingCalls):
         return env_work_deadline(self.env_group.slots[index].cfg.step_timeout_s, self.config.cluster.call_timeout_s,
                                  steps)
 
-    def _call_timeout(self, index: int, steps: int) -> float:
-        """:meth:`_env_deadline` in seconds."""
-        return self._env_deadline(index, steps).seconds
-
     def collect(self, num_steps: int) -> list[RolloutStats]:
         """Every env runner collects a chunk in parallel; the chunks stay in the object store for :meth:`learn`.
 
