@@ -16,8 +16,12 @@
 4. Memory: PSS of the last CLI run's process tree (driver, its Ray daemons and workers) at its first env step
    and after two iterations. Target: <= 1.0 GiB.
 
+Parts 3 and 4 run the default learner actor; ``--startup-learners 0 1`` measures the learner in the driver
+too, alternating with the actor in each round.
+
     python benchmarks/ray_scaling.py [--workers 1 2 4 8] [--steps 2048]
                                      [--parts scaling multinode overhead startup] [--startup-repeats 3]
+                                     [--startup-learners 1]
 
 Every cluster it starts is private (``address="local"``, or its own ``RAY_TMPDIR`` for the simulated one).
 """
@@ -176,12 +180,12 @@ def steady_sps(run_dir: Path) -> float:
     return (last["step"] - first["step"]) / (last["time/train_s"] - first["time/train_s"])
 
 
-def startup(tmp: Path, repeats: int = 1) -> None:
+def startup(tmp: Path, repeats: int = 1, learners: tuple[int, ...] = (1,)) -> None:
     """Parts 3 and 4: ``rlightning train`` (CLI -> first env step) against a fresh interpreter's ``import ray;
     ray.init``, each timed from the moment its process is launched, alternating; then the PSS of the CLI run's
-    process tree (the driver, the Ray daemons it started and their workers)."""
+    process tree (the driver, the Ray daemons it started and their workers). Each round runs the CLI once per
+    value of ``learners`` (``cluster.num_learners``)."""
     import json
-    import signal
     import subprocess
 
     print(f"\n3. startup: CLI `rlightning train ... cluster.mode=ray` (2 env runners x 4 envs) -> first env step, "
@@ -193,10 +197,13 @@ def startup(tmp: Path, repeats: int = 1) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([BENCH, str(ROOT), os.environ.get("PYTHONPATH", "")])}
     import resource
 
-    inits, firsts, init_cpus, first_cpus = [], [], [], []
-    pss_first: dict[str, float] = {}
-    cpu_at_first: dict[str, float] = {}
-    pss_steady: dict[str, float] = {}
+    inits: list[float] = []
+    init_cpus: list[float] = []
+    firsts: dict[int, list[float]] = {n: [] for n in learners}
+    first_cpus: dict[int, list[float]] = {n: [] for n in learners}
+    pss_first: dict[int, dict[str, float]] = {}
+    cpu_at_first: dict[int, dict[str, float]] = {}
+    pss_steady: dict[int, dict[str, float]] = {}
     for i in range(repeats):
         t0, ru0 = time.time(), resource.getrusage(resource.RUSAGE_CHILDREN)
         out = subprocess.run([sys.executable, __file__, "--child", "init"], capture_output=True, text=True,
@@ -206,45 +213,68 @@ def startup(tmp: Path, repeats: int = 1) -> None:
         inits.append(json.loads(out.stdout.strip().splitlines()[-1])["t_done"] - t0)
         ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)  # the child and its Ray daemons, shutdown included
         init_cpus.append(ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime)
-        stamp, run_dir = tmp / f"first-step-{i}.json", tmp / f"cli-{i}"
-        args = [cli, "train", str(ROOT / "examples" / "cartpole_ppo.yaml"), "--run-dir", str(run_dir),
-                "cluster.mode=ray", "cluster.num_cpus=4", "env.num_workers=2", "env.num_envs=4",
-                "env.params.id=_sleepy_env:StampedCartPole-v0", "engine.total_steps=100000000",
-                "engine.eval_every=0", "checkpoint.every=0", "checkpoint.at_end=false", "logging.progress=false"]
-        t0 = time.time()
-        proc = subprocess.Popen(args, cwd=ROOT, env={**env, "RLBENCH_FIRST_STEP": str(stamp)},
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        for n in learners:
+            first_s, cpu_first, pss = cli_first_step(tmp / f"cli-{i}-{n}", n, cli, env, i == repeats - 1)
+            firsts[n].append(first_s)
+            first_cpus[n].append(sum(cpu_first.values()))
+            if pss is not None:
+                cpu_at_first[n], (pss_first[n], pss_steady[n]) = cpu_first, pss
+            print(f"  run {i + 1}, cluster.num_learners={n}: import ray + ray.init {inits[-1]:.2f}s   CLI -> first "
+                  f"env step {first_s:.2f}s   ({first_s - inits[-1]:+.2f}s)   CPU of the process trees: ray.init "
+                  f"(with its shutdown) {init_cpus[-1]:.1f}s, CLI to its first env step {first_cpus[n][-1]:.1f}s",
+                  flush=True)
+    init_s = sorted(inits)[len(inits) // 2]
+    for n in learners:
+        first_s = sorted(firsts[n])[len(firsts[n]) // 2]
+        print(f"  median, cluster.num_learners={n}: import ray + ray.init {init_s:.2f}s   CLI -> first env step "
+              f"{first_s:.2f}s   overhead {first_s - init_s:+.2f}s (target <= +2.0s: "
+              f"{'PASS' if first_s - init_s <= 2.0 else 'FAIL'})")
+    for n in learners:
+        print(f"\n4. memory, cluster.num_learners={n}: PSS of that CLI run's process tree (driver + its Ray daemons "
+              "+ workers; target <= 1024 MiB), last run")
+        report_pss("at the first env step (with each process's CPU seconds until then)", pss_first[n],
+                   cpu_at_first[n])
+        report_pss("after two training iterations (steady state)", pss_steady[n])
+
+
+def cli_first_step(run_dir: Path, learners: int, cli: str, env: dict[str, str], memory: bool
+                   ) -> tuple[float, dict[str, float], tuple[dict[str, float], dict[str, float]] | None]:
+    """One CLI run from launch to its first env step: ``(seconds, CPU seconds per process, PSS)``.
+
+    With ``memory``, the PSS of its process tree at the first step and after two iterations (else ``None``).
+    """
+    import json
+    import signal
+    import subprocess
+
+    stamp = run_dir.with_suffix(".first-step.json")
+    args = [cli, "train", str(ROOT / "examples" / "cartpole_ppo.yaml"), "--run-dir", str(run_dir),
+            "cluster.mode=ray", "cluster.num_cpus=4", f"cluster.num_learners={learners}", "env.num_workers=2",
+            "env.num_envs=4", "env.params.id=_sleepy_env:StampedCartPole-v0", "engine.total_steps=100000000",
+            "engine.eval_every=0", "checkpoint.every=0", "checkpoint.at_end=false", "logging.progress=false"]
+    t0 = time.time()
+    proc = subprocess.Popen(args, cwd=ROOT, env={**env, "RLBENCH_FIRST_STEP": str(stamp)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    pss = None
+    try:
+        first = wait_for(lambda: json.loads(stamp.read_text()), proc)
+        cpu_first = cpu_by_process(proc.pid)  # read a poll later than the step itself
+        if first["pid"] == proc.pid:
+            print("  (the first step was the CLI process's own, not an env runner's)")
+        if memory:  # at its first step, then after two iterations
+            at_first = process_tree_pss_mib(proc.pid)
+            wait_for(lambda: len((run_dir / "metrics.jsonl").read_text().splitlines()) >= 3 or None, proc)
+            pss = (at_first, process_tree_pss_mib(proc.pid))
+    finally:
+        proc.send_signal(signal.SIGTERM)  # a clean stop: the run releases its actors and its Ray cluster
         try:
-            first = wait_for(lambda s=stamp: json.loads(s.read_text()), proc)
-            cpu_first = cpu_by_process(proc.pid)  # read a poll later than the step itself
-            first_cpus.append(sum(cpu_first.values()))
-            firsts.append(first["t"] - t0)
-            if first["pid"] == proc.pid:
-                print("  (the first step was the CLI process's own, not an env runner's)")
-            if i == repeats - 1:  # memory of the last run: at its first step, then after two iterations
-                pss_first, cpu_at_first = process_tree_pss_mib(proc.pid), cpu_first
-                wait_for(lambda d=run_dir: len((d / "metrics.jsonl").read_text().splitlines()) >= 3 or None,
-                         proc)
-                pss_steady = process_tree_pss_mib(proc.pid)
-        finally:
-            proc.send_signal(signal.SIGTERM)  # a clean stop: the run releases its actors and its Ray cluster
-            try:
-                _, err = proc.communicate(timeout=120)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                _, err = proc.communicate()
-        if proc.returncode not in (0, 130, 143, -15):
-            print(f"  CLI run exited {proc.returncode}: {err[-2000:]}")
-        print(f"  run {i + 1}: import ray + ray.init {inits[-1]:.2f}s   CLI -> first env step {firsts[-1]:.2f}s   "
-              f"({firsts[-1] - inits[-1]:+.2f}s)   CPU of the process trees: ray.init (with its shutdown) "
-              f"{init_cpus[-1]:.1f}s, CLI to its first env step {first_cpus[-1]:.1f}s", flush=True)
-    init_s, first_s = sorted(inits)[len(inits) // 2], sorted(firsts)[len(firsts) // 2]
-    print(f"  median: import ray + ray.init {init_s:.2f}s   CLI -> first env step {first_s:.2f}s   "
-          f"overhead {first_s - init_s:+.2f}s (target <= +2.0s: {'PASS' if first_s - init_s <= 2.0 else 'FAIL'})")
-    print("\n4. memory: PSS of that CLI run's process tree (driver + its Ray daemons + workers; target <= 1024 "
-          "MiB), last run")
-    report_pss("at the first env step (with each process's CPU seconds until then)", pss_first, cpu_at_first)
-    report_pss("after two training iterations (steady state)", pss_steady)
+            _, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+    if proc.returncode not in (0, 130, 143, -15):
+        print(f"  CLI run exited {proc.returncode}: {err[-2000:]}")
+    return first["t"] - t0, cpu_first, pss
 
 
 def wait_for(probe, proc, guard_s: float = 600.0):
@@ -377,6 +407,8 @@ def main() -> None:
                         help="multinode: part 1 on a 4-node simulated cluster; startup also measures memory "
                              "(parts 3 and 4)")
     parser.add_argument("--startup-repeats", type=int, default=3, help="alternating startup measurements")
+    parser.add_argument("--startup-learners", nargs="*", type=int, default=[1],
+                        help="cluster.num_learners of the start-up runs (each in every round)")
     parser.add_argument("--child", choices=["init"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -398,7 +430,7 @@ def main() -> None:
         if "multinode" in args.parts:
             scaling_multinode(args.workers, args.steps, Path(tmp), one_node)
         if "startup" in args.parts:
-            startup(Path(tmp), args.startup_repeats)
+            startup(Path(tmp), args.startup_repeats, tuple(args.startup_learners))
     print(f"load average {os.getloadavg()}")
 
 
