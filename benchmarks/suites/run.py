@@ -342,8 +342,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="short budgets: check the pipeline in minutes")
     parser.add_argument("--only", nargs="+", choices=sorted(TASKS), help="run only these tasks")
-    parser.add_argument("--seeds", type=int, help="rlightning seeds per task (default: the task's)")
-    parser.add_argument("--ref-seeds", type=int, help="SB3 seeds per task (default: the task's)")
+    parser.add_argument("--seeds", type=int, help="rlightning seeds per task (default: the task's; 0: none)")
+    parser.add_argument("--ref-seeds", type=int, help="SB3 seeds per task (default: the task's; 0: none)")
     parser.add_argument("--steps", type=int, help="env steps per run (default: the task's budget)")
     parser.add_argument("--points", type=int, default=10, help="evaluations per run (default 10)")
     parser.add_argument("--episodes", type=int, default=10, help="episodes per evaluation (default 10)")
@@ -386,8 +386,8 @@ def main() -> None:
         steps = args.steps or (task.quick_steps if args.quick else task.steps)
         points = 4 if args.quick else args.points
         episodes = 2 if args.quick else args.episodes
-        seeds = args.seeds or (1 if args.quick else task.seeds)
-        ref_seeds = args.ref_seeds or (1 if args.quick else task.ref_seeds)
+        seeds = args.seeds if args.seeds is not None else (1 if args.quick else task.seeds)
+        ref_seeds = args.ref_seeds if args.ref_seeds is not None else (1 if args.quick else task.ref_seeds)
         print(f"\n{name}: {task.algo} {task.env_id}, {steps:,} env steps, rlightning {seeds} seed(s), "
               f"SB3 {ref_seeds} seed(s), {points} evaluations of {episodes} episodes", flush=True)
         every = eval_spacing(task, steps, points)  # both sides evaluate on the same env-step schedule
