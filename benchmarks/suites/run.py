@@ -423,14 +423,31 @@ def main() -> None:
             print(f"  training wall: rlightning {statistics.mean(walls['rlightning']):.1f} s, SB3 "
                   f"{statistics.mean(walls['stable-baselines3']):.1f} s, ratio {ratio:.2f} (compare the loads "
                   f"above: runs recorded in different invocations ran under different load)")
+        pairs = _seed_pairs(runs)
+        for seed, (rl, sb3) in pairs.items():
+            print(f"  training wall, seed {seed} of both sides: {rl['curve'][-1][1]:.1f} s / "
+                  f"{sb3['curve'][-1][1]:.1f} s = {rl['curve'][-1][1] / sb3['curve'][-1][1]:.2f} (loads at start "
+                  f"{rl['load_start']} and {sb3['load_start']})")
         pngs = plot(name, task, curves, args.out)
         print(f"  curves: {', '.join(str(p) for p in pngs)}")
         results["tasks"][name] = {"env": task.env_id, "algo": task.algo, "steps": steps, "curves": curves,
                                   "final": finals, "train_s": walls, "wall_ratio": ratio,
+                                  "wall_ratio_by_seed": {seed: rl["curve"][-1][1] / sb3["curve"][-1][1]
+                                                         for seed, (rl, sb3) in pairs.items()},
                                   "published": task.published, "runs": runs}
     results["load_end"] = os.getloadavg()
     (args.out / "results.json").write_text(json.dumps(results, indent=1))
     print(f"\nwrote {args.out / 'results.json'}")
+
+
+def _seed_pairs(runs: dict[str, list[dict[str, Any]]]) -> dict[int, tuple[dict[str, Any], dict[str, Any]]]:
+    """The recorded runs of each seed both sides ran, ``{seed: (rlightning's, SB3's)}``.
+
+    The two runs of a seed ran back to back (the runner alternates sides), so their wall times saw about the
+    same load, which the mean over all seeds does not promise when seeds were recorded in different invocations.
+    """
+    sb3 = {r["seed"]: r for r in runs["stable-baselines3"]}
+    return {r["seed"]: (r, sb3[r["seed"]]) for r in runs["rlightning"] if r["seed"] in sb3}
 
 
 def _commit() -> str:
