@@ -125,6 +125,15 @@ class TensorStorage:
         }
         self.cursor = 0
         self.size = 0
+        # numpy views of CPU tensors: writing a few rows of a numpy batch through them costs a slice assignment
+        # per field, a fraction of torch's per-op dispatch (off-policy runs write one env step at a time)
+        self._arrays: dict[str, np.ndarray] = {}
+        if self._device.type == "cpu":
+            for name, t in self.tensors.items():
+                try:
+                    self._arrays[name] = t.numpy()
+                except TypeError:  # a dtype numpy lacks (bfloat16): written through torch
+                    pass
 
     @property
     def capacity(self) -> int:
@@ -156,13 +165,18 @@ class TensorStorage:
         start = (self.cursor + skip) % self._capacity
         first = min(count, self._capacity - start)
         for name, dst in self.tensors.items():
-            src = as_tensor(data[name])
+            src = data[name]
             if src.shape[0] != n:
                 raise ValueError(f"field {name!r} has {src.shape[0]} items, expected {n} like the others")
+            arr = self._arrays.get(name)
+            if arr is not None and isinstance(src, np.ndarray):
+                dst = arr  # numpy assignment casts like copy_ does
+            else:
+                src = as_tensor(src)
             src = src[skip:]
-            dst[start : start + first].copy_(src[:first].reshape(first, *dst.shape[1:]))
+            dst[start : start + first] = src[:first].reshape(first, *dst.shape[1:])
             if first < count:
-                dst[: count - first].copy_(src[first:].reshape(count - first, *dst.shape[1:]))
+                dst[: count - first] = src[first:].reshape(count - first, *dst.shape[1:])
         self.cursor = (start + count) % self._capacity
         self.size = min(self.size + count, self._capacity)
         return (start + np.arange(count, dtype=np.int64)) % self._capacity

@@ -76,6 +76,25 @@ def test_storage_protocols_and_field_dtypes():
     np.testing.assert_allclose(stored(buf, "next_obs"), stored(buf, "obs") + 0.5)
 
 
+def test_numpy_and_tensor_writes_store_the_same_values_in_every_dtype():
+    """A CPU storage writes numpy batches through numpy views; the values equal a torch ``copy_`` of the same
+    batch, casts included, and a field numpy cannot view (bfloat16) is written through torch."""
+    layout = {"f32": ((2,), torch.float32), "flag": ((), torch.bool), "u8": ((2,), torch.uint8),
+              "i64": ((), torch.int64), "bf16": ((2,), torch.bfloat16)}
+    batch = {"f32": np.array([[1.7, -2.5], [3.0, 1e-40], [0.1, 2.0]], np.float64),
+             "flag": np.array([0.0, 0.5, 2.0]), "u8": np.array([[0, 255], [7, 8], [1, 2]], np.int64),
+             "i64": np.array([True, False, True]), "bf16": np.array([[1.5, 2.25], [3.0, 4.0], [5.0, 6.0]])}
+    by_numpy, by_torch = TensorStorage(4, layout), TensorStorage(4, layout)
+    for step in range(3):  # the third write wraps around the end
+        by_numpy.write({k: v[: 2] for k, v in batch.items()})
+        by_torch.write({k: torch.from_numpy(v[: 2]) for k, v in batch.items()})
+        assert by_numpy.cursor == by_torch.cursor == (2 * (step + 1)) % 4
+    for name in layout:
+        assert torch.equal(by_numpy.tensors[name], by_torch.tensors[name]), name
+    assert by_numpy.tensors["flag"][:2].tolist() == [False, True]
+    assert by_numpy.tensors["u8"][1].tolist() == [7, 8]
+
+
 def test_uniform_sample_keys_and_valid_indices():
     buf = make_buffer(capacity=100, extras={"log_prob": ((), np.float32)})
     chunk = make_chunk(7)
