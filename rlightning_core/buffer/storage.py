@@ -165,20 +165,19 @@ class TensorStorage:
         start = (self.cursor + skip) % self._capacity
         first = min(count, self._capacity - start)
         for name, dst in self.tensors.items():
-            src = data[name] if isinstance(data[name], torch.Tensor) else np.asarray(data[name])
+            src = data[name]
+            src = src if isinstance(src, torch.Tensor) else np.asarray(src)
             if src.shape[0] != n:
                 raise ValueError(f"field {name!r} has {src.shape[0]} items, expected {n} like the others")
             src = src[skip:]
             arr = self._arrays.get(name)
-            if arr is not None and isinstance(src, np.ndarray):  # numpy assignment casts as copy_ does
-                arr[start : start + first] = src[:first].reshape(first, *arr.shape[1:])
-                if first < count:
-                    arr[: count - first] = src[first:].reshape(count - first, *arr.shape[1:])
-                continue
-            src = as_tensor(src)
-            dst[start : start + first].copy_(src[:first].reshape(first, *dst.shape[1:]))
+            if arr is not None and isinstance(src, np.ndarray):
+                dst = arr  # numpy slice assignment casts as copy_ does
+            else:
+                src = as_tensor(src)  # a tensor slice assignment is a copy_ (across devices too)
+            dst[start : start + first] = src[:first].reshape(first, *dst.shape[1:])
             if first < count:
-                dst[: count - first].copy_(src[first:].reshape(count - first, *dst.shape[1:]))
+                dst[: count - first] = src[first:].reshape(count - first, *dst.shape[1:])
         self.cursor = (start + count) % self._capacity
         self.size = min(self.size + count, self._capacity)
         return (start + np.arange(count, dtype=np.int64)) % self._capacity
