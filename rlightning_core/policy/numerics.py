@@ -87,18 +87,30 @@ class NumericGuard:
     def grad_norm(params: Iterable[Any], max_norm: float | None = None) -> Any:
         """The global L2 norm of the gradients (a tensor; ``None`` without any), clipped to ``max_norm`` if given.
 
-        ``torch.nn.utils.clip_grad_norm_`` (or ``get_total_norm`` when nothing is clipped), with ``foreach``
-        kernels where the gradients allow them. A non-finite norm leaves the gradients non-finite (the step is
-        then never taken).
+        ``torch.nn.utils.clip_grad_norm_`` (or ``get_total_norm`` when nothing is clipped). Dense float CPU
+        gradients of one dtype take the same operations one tensor at a time, which is what torch's CPU path
+        runs, with the same bits (tests/unit/test_numerics.py), without its per-call grouping of tensors by
+        device and dtype: for a small network that grouping costs more than the arithmetic. A non-finite norm
+        leaves the gradients non-finite (the step is then never taken).
         """
         import torch
 
         with_grad = [p for p in params if p.grad is not None]
         if not with_grad:
             return None
-        if max_norm is not None:
-            return torch.nn.utils.clip_grad_norm_(with_grad, max_norm)
-        return torch.nn.utils.get_total_norm([p.grad for p in with_grad])
+        grads = [p.grad for p in with_grad]
+        first = grads[0]
+        if any(g.is_sparse or g.device.type != "cpu" or g.dtype != first.dtype for g in grads):
+            if max_norm is not None:
+                return torch.nn.utils.clip_grad_norm_(with_grad, max_norm)
+            return torch.nn.utils.get_total_norm(grads)
+        with torch.no_grad():
+            total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+            if max_norm is not None:
+                coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+                for g in grads:
+                    g.mul_(coef)
+        return total
 
     def check(self, values: Mapping[str, Any], grad_norm: Any = None, *, where: str = "update",
               optimizers: Iterable[Any] = ()) -> bool:

@@ -60,7 +60,13 @@ class _SyncedStats:
         self.uid = uuid.uuid4().hex
 
     def update(self, batch: np.ndarray) -> None:
-        moments = batch_moments(batch, self.total.shape)  # once for both summaries
+        shape = self.total.shape
+        if np.ndim(batch) == len(shape) + 1 and len(batch) == 1:  # one env's step
+            sample = np.asarray(batch[0], dtype=np.float64)
+            self.total.merge_one(sample)
+            self.new.merge_one(sample)
+            return
+        moments = batch_moments(batch, shape)  # once for both summaries
         if moments is not None:
             self.total.merge(*moments)
             self.new.merge(*moments)
@@ -125,7 +131,8 @@ class NormalizeObs(Preprocessor):
             stats.update(obs)
         total = stats.total
         out = (obs - total.mean) / total.std(self.params.epsilon)
-        return np.clip(out, -self.params.clip, self.params.clip).astype(np.float32)
+        clip = self.params.clip  # minimum(maximum()): np.clip's dispatch costs more at one env's size
+        return np.minimum(np.maximum(out, -clip), clip).astype(np.float32)
 
     def export_module(self) -> Any:
         """:meth:`obs` with ``update=False`` as a torch module (the current statistics, frozen)."""
@@ -191,7 +198,8 @@ class ScaleReward(Preprocessor):
         out = reward / self._stats.total.std(self.params.epsilon)
         if update:
             self.returns[np.asarray(done, dtype=bool)] = 0.0
-        return np.clip(out, -self.params.clip, self.params.clip).astype(np.float32)
+        clip = self.params.clip
+        return np.minimum(np.maximum(out, -clip), clip).astype(np.float32)
 
     def state_dict(self) -> dict[str, Any]:
         """Return statistics (``mean/var/count``, ``new_*``, ``uid``) and this worker's ``returns``."""

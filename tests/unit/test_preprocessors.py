@@ -66,6 +66,35 @@ def test_one_sample_batches_fold_in_exactly_as_numpy_s_moments_would():
     assert fast.mean.tobytes() == reference.mean.tobytes() and fast.var.tobytes() == reference.var.tobytes()
     assert_stats_equal(fast, x)
     assert batch_moments(np.zeros((0, 3)), (3,)) is None
+    # merge_one (the synced statistics' per-step path) gives merge's bits, scalars (returns) included
+    one, scalar, scalar_ref = RunningMeanStd((3,)), RunningMeanStd(()), RunningMeanStd(())
+    for row in x:
+        one.merge_one(row)
+        scalar.merge_one(np.asarray(row[1]))
+        scalar_ref.merge(np.asarray(row[1]), np.zeros(()), 1)
+    assert one.mean.tobytes() == reference.mean.tobytes() and one.var.tobytes() == reference.var.tobytes()
+    assert np.float64(scalar.mean).tobytes() == np.float64(scalar_ref.mean).tobytes()
+    assert np.float64(scalar.var).tobytes() == np.float64(scalar_ref.var).tobytes()
+    assert one.count == scalar.count == len(x)
+
+
+def test_one_env_preprocessors_fold_each_step_in_with_merge_s_bits():
+    # normalize_obs / scale_reward with one env take merge_one per step: the same bits as merge() of each row
+    x = data(n=200)
+    norm = NormalizeObs(NormalizeObsParams(), observation_space=BOX3)
+    scale = ScaleReward(ScaleRewardParams(gamma=0.9), num_envs=1)
+    obs_ref, ret_ref, ret = RunningMeanStd((3,)), RunningMeanStd(()), 0.0
+    for t, row in enumerate(x):
+        norm.obs(row[None])
+        obs_ref.merge(row.astype(np.float64), np.zeros(3), 1)
+        done = t % 50 == 49
+        scale.reward(np.array([row[0]]), np.array([done]))
+        ret = ret * 0.9 + np.float64(row[0])
+        ret_ref.merge(np.asarray(ret), np.zeros(()), 1)
+        ret = 0.0 if done else ret
+    assert norm.rms.mean.tobytes() == obs_ref.mean.tobytes() and norm.rms.var.tobytes() == obs_ref.var.tobytes()
+    assert np.float64(scale.rms.var).tobytes() == np.float64(ret_ref.var).tobytes()
+    assert norm.rms.count == scale.rms.count == len(x)
 
 
 def test_normalize_obs_output_is_standardized():

@@ -31,6 +31,11 @@ class PPOParams:
     """Activation between hidden layers."""
     shared_network: bool = False
     """Share the hidden layers between actor and critic (separate networks are the default)."""
+    numpy_act: bool = True
+    """Act (rollouts, evaluation, ``predict``) through numpy on views of the parameters where the policy can: an
+    MLP with separate actor and critic bodies and hidden layers, on a CPU, activation other than ``gelu``.
+    A few observations per call run about 4x faster than through torch; results equal torch's to float32
+    rounding. ``false`` acts through torch."""
     lr: float = field(default=3e-4, validator=gt(0))
     """Adam learning rate."""
     anneal_lr: bool = False

@@ -23,9 +23,11 @@ from rlightning_ppo.networks import (
     ActorCritic,
     CNNActorCritic,
     DictActorCritic,
+    NumpyForward,
     bernoulli_log_prob,
     gaussian_entropy,
     gaussian_log_prob,
+    gaussian_log_prob_np,
     mask_logits,
     multi_categorical_log_prob,
 )
@@ -202,12 +204,18 @@ class PPOPolicy(ActorCriticState, BasePolicy):
         if not self.discrete:
             self.low = torch.as_tensor(action_space.low, dtype=torch.float32)
             self.high = torch.as_tensor(action_space.high, dtype=torch.float32)
+            self._low_np, self._high_np = self.low.numpy(), self.high.numpy()
         self._params = list(self.net.parameters())
         if role is PolicyRole.ROLLOUT:
             for param in self._params:
                 param.requires_grad_(False)
         self._no_grad = contextlib.nullcontext if role is PolicyRole.ROLLOUT else torch.inference_mode
         self.optimizer = _adam(self._params, params) if role is PolicyRole.LEARNER else None
+        self._noise: torch.Tensor | None = None  # see _standard_normal
+        self._noise_np = np.empty(0, np.float32)
+        #: ``act`` through numpy on views of the parameters (``numpy_act``; flat MLPs on a CPU), else ``None``.
+        self._np_forward = NumpyForward(self.net, params.activation) if (
+            params.numpy_act and device == "cpu" and NumpyForward.supports(self.net, params.activation)) else None
 
     # -- rollout ---------------------------------------------------------------------------------------------
     def _obs(self, obs: np.ndarray) -> torch.Tensor:
@@ -221,24 +229,35 @@ class PPOPolicy(ActorCriticState, BasePolicy):
 
     def act(self, obs: np.ndarray, *, deterministic: bool = False) -> PolicyOutput:
         """Sample (or, deterministic, take the mode of) actions for a batch; returns log-probs and values."""
-        # a rollout copy's parameters need no gradients, so it builds no graph without entering a grad mode
-        with self._no_grad():
-            out, value = self.net(self._obs(obs))
-            log_std = None if self.discrete else self.net.log_std
-            if self.device != "cpu":  # sample on the host: the same generator and code as a CPU copy
-                out, value = out.float().cpu(), value.float().cpu()
-                log_std = None if log_std is None else log_std.float().cpu()
-            if self.discrete:
-                return self._act_discrete(out, value, deterministic, self._mask_np(obs))
-            if deterministic:
-                actions = out
-            else:
-                noise = torch.randn(out.shape, generator=self.generator)
-                actions = out + noise * log_std.exp()
-            logp = gaussian_log_prob(actions, out, log_std)
-            env_actions = torch.clamp(actions, self.low, self.high).numpy()
-            return PolicyOutput(actions=actions.numpy(), extras={"log_prob": logp.numpy(), "value": value.numpy()},
-                                env_actions=env_actions)
+        if self._np_forward is not None:
+            x = np.asarray(obs, dtype=np.float32)
+            out, value = self._np_forward(x.reshape(len(x), -1))
+            log_std = self._np_forward.log_std
+        else:
+            # a rollout copy's parameters need no gradients, so it builds no graph without entering a grad mode
+            with self._no_grad():
+                out_t, value_t = self.net(self._obs(obs))
+                # sampled on the host: the same generator and code for every device
+                out, value = out_t.float().cpu().numpy(), value_t.float().cpu().numpy()
+                log_std = None if self.discrete else self.net.log_std.detach().float().cpu().numpy()
+        if self.discrete:
+            return self._act_discrete(out, value, deterministic, self._mask_np(obs))
+        actions = out if deterministic else out + self._standard_normal(out.shape) * np.exp(log_std)
+        logp = gaussian_log_prob_np(actions, out, log_std)
+        return PolicyOutput(actions=actions, extras={"log_prob": logp, "value": value},
+                            env_actions=np.minimum(np.maximum(actions, self._low_np), self._high_np))
+
+    def _standard_normal(self, shape: tuple[int, ...]) -> np.ndarray:
+        """Standard normal draws from the policy's generator, the numbers ``torch.randn`` would give.
+
+        Drawn into a tensor kept for the batch shape (one op instead of an allocation and a draw); the returned
+        array is its view, valid until the next call.
+        """
+        if self._noise is None or self._noise.shape != shape:
+            self._noise = torch.empty(shape)
+            self._noise_np = self._noise.numpy()
+        self._noise.normal_(generator=self.generator)
+        return self._noise_np
 
     def _mask_np(self, obs: np.ndarray) -> np.ndarray | None:
         """The legal-action mask of a batch (bool ``[B, n]``), or ``None`` without masking.
@@ -254,7 +273,7 @@ class PPOPolicy(ActorCriticState, BasePolicy):
                              f"{np.flatnonzero(~mask.any(-1)).tolist()}); an env must leave one action legal")
         return mask
 
-    def _act_discrete(self, logits: torch.Tensor, value: torch.Tensor, deterministic: bool,
+    def _act_discrete(self, logits: np.ndarray, value: np.ndarray, deterministic: bool,
                       mask: np.ndarray | None = None) -> PolicyOutput:
         """Sample categorical (masked where ``mask`` is given), factorised categorical or Bernoulli actions (CPU).
 
@@ -264,9 +283,9 @@ class PPOPolicy(ActorCriticState, BasePolicy):
         if kind == "bernoulli":
             actions, logp = self._sample_bernoulli(logits, deterministic)
         elif kind == "categorical":
-            actions, logp = self._sample_categorical(logits.numpy(), deterministic, mask=mask)
+            actions, logp = self._sample_categorical(logits, deterministic, mask=mask)
         else:
-            z = logits.numpy()
+            z = logits
             nvec = self.action_spec.nvec
             u = None if deterministic else torch.rand((z.shape[0], len(nvec)), generator=self.generator).numpy()
             bounds = np.cumsum((0, *nvec))
@@ -279,7 +298,7 @@ class PPOPolicy(ActorCriticState, BasePolicy):
             actions, logp = np.stack(cols, -1), np.sum(logps, 0)
         env_actions = None if self._start is None else actions + (self._start if actions.ndim > 1 else self._start[0])
         return PolicyOutput(actions=actions, extras={"log_prob": logp.astype(np.float32, copy=False),
-                                                     "value": value.numpy()}, env_actions=env_actions)
+                                                     "value": value}, env_actions=env_actions)
 
     def _sample_categorical(self, z: np.ndarray, deterministic: bool, u: np.ndarray | None = None,
                             mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -304,8 +323,9 @@ class PPOPolicy(ActorCriticState, BasePolicy):
             actions = (cdf > u * total).argmax(-1)
         return actions.astype(np.int64, copy=False), logp_all[np.arange(len(actions)), actions]
 
-    def _sample_bernoulli(self, logits: torch.Tensor, deterministic: bool) -> tuple[np.ndarray, np.ndarray]:
+    def _sample_bernoulli(self, logits_np: np.ndarray, deterministic: bool) -> tuple[np.ndarray, np.ndarray]:
         """Bits (``P(1) = sigmoid(logit)``; deterministic: logit > 0) and their summed log-probabilities."""
+        logits = torch.from_numpy(logits_np)
         if deterministic:
             bits = logits > 0
         else:
@@ -386,7 +406,8 @@ class PPOPolicy(ActorCriticState, BasePolicy):
                 if p.ent_coef > 0:
                     entropy = entropy_fn()
                     loss = loss - p.ent_coef * entropy
-                optimizer.zero_grad(set_to_none=True)
+                for param in self._params:  # zero_grad(set_to_none=True) without its wrappers (~40 us a call)
+                    param.grad = None
                 loss.backward()
                 grad_norm = guard.grad_norm(self._params, p.max_grad_norm)
                 if not guard.check({"loss/policy": pg_loss, "loss/value": v_loss}, grad_norm, where="ppo update",
