@@ -139,10 +139,10 @@ class NumpyForward:
     """A fused :class:`ActorCritic`'s forward pass in numpy, on views of its parameters (CPU, float32).
 
     Rollouts act on a few observations at a time, where each torch op costs several times its arithmetic in
-    dispatch; numpy runs the same layers on the same memory about 4x faster (docs/benchmarks.md). The views share
-    the parameters' storage, so optimizer steps and loaded weights (both in place) show through without a copy;
-    a parameter moved to new storage (``param.data = ...``) is noticed by its address and the views are retaken.
-    Results equal torch's to float32 rounding (another BLAS sums in another order).
+    dispatch; numpy runs the same layers on the same memory in about a quarter of the time (docs/benchmarks.md).
+    The views share the parameters' storage, so optimizer steps and loaded weights (both in place) show through
+    without a copy; a parameter moved to new storage (``param.data = ...``) is noticed by its address and the
+    views are retaken. Results equal torch's to float32 rounding (another BLAS sums in another order).
     """
 
     def __init__(self, net: ActorCritic, activation: str) -> None:

@@ -34,7 +34,7 @@ class PPOParams:
     numpy_act: bool = True
     """Act (rollouts, evaluation, ``predict``) through numpy on views of the parameters where the policy can: an
     MLP with separate actor and critic bodies and hidden layers, on a CPU, activation other than ``gelu``.
-    A few observations per call run about 4x faster than through torch; results equal torch's to float32
+    A few observations per call run about 3x faster than through torch; results equal torch's to float32
     rounding. ``false`` acts through torch."""
     lr: float = field(default=3e-4, validator=gt(0))
     """Adam learning rate."""
