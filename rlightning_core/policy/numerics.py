@@ -89,7 +89,7 @@ class NumericGuard:
 
         ``torch.nn.utils.clip_grad_norm_`` (or ``get_total_norm`` when nothing is clipped). Dense float CPU
         gradients of one dtype take the same operations one tensor at a time, which is what torch's CPU path
-        runs, with the same bits (tests/unit/test_numerics.py), without its per-call grouping of tensors by
+        runs, with the same bits (tests/unit/test_grad_norm.py), without its per-call grouping of tensors by
         device and dtype: for a small network that grouping costs more than the arithmetic. A non-finite norm
         leaves the gradients non-finite (the step is then never taken).
         """
