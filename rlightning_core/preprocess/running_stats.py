@@ -81,7 +81,7 @@ class RunningMeanStd:
         """Fold in one float64 sample shaped ``shape``: bit for bit ``merge(sample, zeros, 1)``, in fewer ops.
 
         With ``n_b = 1`` and ``var_b = 0`` the terms :meth:`merge` multiplies by 1 or adds as 0 are exact, so
-        leaving them out changes no bit (tests/unit/test_running_stats.py checks it); this is the per-step
+        leaving them out changes no bit (tests/unit/test_preprocessors.py checks it); this is the per-step
         path of a single env.
         """
         if self.count <= 0:
